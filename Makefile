@@ -1,0 +1,53 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# heapprofd: the top-level build. The kernel module is built by Kbuild (the
+# file named Kbuild next to this one); everything else is user space into
+# build/.
+#
+#   make            user space and the module for Debian's stock 6.1 headers
+#   make demo       profile a real program end to end (in a VM with the module)
+#   make check      every test; the last line is "N passed, N failed"
+#   make bench      the benchmarks (results in bench/RESULTS.md)
+#   make deps       install the Debian packages the build needs (root)
+
+KDIR ?= $(shell scripts/stock-kdir 2>/dev/null)
+export KDIR
+
+.PHONY: all userspace client daemon selftests module check demo bench deps clean
+
+all: userspace module
+
+userspace: client daemon selftests
+
+client:
+	$(MAKE) -C libclient
+
+daemon: client
+	$(MAKE) -C daemon
+
+selftests:
+	$(MAKE) -C selftests/heapprofd
+
+module:
+	@test -n "$(KDIR)" || { echo "no kernel headers: apt-get install linux-headers-amd64 (or make KDIR=...)"; exit 1; }
+	$(MAKE) -C $(KDIR) M=$(CURDIR) modules
+
+check:
+	@scripts/check
+
+demo:
+	@scripts/demo
+
+bench: userspace
+	$(MAKE) -C libclient bench
+	$(MAKE) -C daemon bench
+
+deps:
+	scripts/install-deps
+
+clean:
+	rm -rf build out
+	-$(MAKE) -C libclient clean
+	-$(MAKE) -C daemon clean
+	-$(MAKE) -C selftests/heapprofd clean
+	-test -n "$(KDIR)" && $(MAKE) -C $(KDIR) M=$(CURDIR) clean

@@ -1,0 +1,213 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * heapprofd.ko internals shared between the files of the module.
+ *
+ * main.c      module init/exit, parameters, /dev/heapprofd
+ * session.c   session object, lifetime, id allocation, lookup, the session
+ *             and consumer files (mmap, poll, ioctl dispatch)
+ * ring.c      ring geometry, memory, charging, mmap
+ * fdpass.c    fd slots: deposit and receive
+ * access.c    who may attach
+ * validate.c  ioctl argument copy-in and checks
+ * stats.c     global counters and reading the control page safely
+ * sysfs.c     /sys/kernel/heapprofd
+ * netlink.c   generic netlink family "heapprofd"
+ */
+#ifndef _HEAPPROFD_INTERNAL_H
+#define _HEAPPROFD_INTERNAL_H
+
+#include <linux/atomic.h>
+#include <linux/cred.h>
+#include <linux/kref.h>
+#include <linux/list.h>
+#include <linux/mutex.h>
+#include <linux/sched.h>
+#include <linux/spinlock.h>
+#include <linux/types.h>
+#include <linux/wait.h>
+
+#include "../uapi/linux/heapprofd.h"
+
+struct file;
+struct kobject;
+struct mm_struct;
+struct page;
+struct pid;
+struct vm_area_struct;
+
+/* ------------------------------------------------------------------ */
+/* ring.c                                                              */
+/* ------------------------------------------------------------------ */
+
+/* Largest data area whatever max_data_size says (records carry 30 bits). */
+#define HP_DATA_SIZE_HARD_MAX	(1ULL << 30)
+
+/* Where each part of the control area lives; see hp_geom_compute(). */
+struct hp_geom {
+	u64 data_size;		/* bytes, power of two */
+	u64 map_size;		/* ctl_size + 2 * data_size */
+	u32 ctl_size;		/* bytes, whole pages */
+	u32 ctl_pages;
+	u32 data_pages;
+	u32 off_producer;
+	u32 off_consumer;
+	u32 off_kstate;
+	u32 off_counters;
+	u32 off_config;
+};
+
+int hp_geom_compute(u64 data_size, u64 max_data_size, struct hp_geom *g);
+int hp_mmap_check(const struct hp_geom *g, unsigned long pgoff,
+		  unsigned long len, unsigned long vm_flags);
+void hp_ctl_init(void *ctl, const struct hp_geom *g, u64 session_id,
+		 u32 reg_flags);
+
+struct hp_ring {
+	struct hp_geom geom;
+	struct page **pages;	/* ctl, data, data again (vmap order) */
+	unsigned int nr_distinct; /* ctl_pages + data_pages */
+	void *vaddr;		/* the vmap of all of pages[] */
+	struct mm_struct *mm;	/* charged for RLIMIT_MEMLOCK, or NULL */
+	unsigned long locked;	/* pages charged to mm->locked_vm */
+};
+
+int hp_ring_alloc(struct hp_ring *r, const struct hp_geom *g,
+		  bool charge_memlock);
+void hp_ring_free(struct hp_ring *r);
+int hp_ring_mmap(struct hp_ring *r, struct vm_area_struct *vma);
+
+static inline void *hp_ring_part(const struct hp_ring *r, u32 off)
+{
+	return (u8 *)r->vaddr + off;
+}
+
+/* ------------------------------------------------------------------ */
+/* stats.c                                                             */
+/* ------------------------------------------------------------------ */
+
+/* What a control page says, read once per field and made consistent. */
+struct hp_snap {
+	u64 produced;		/* producer tail */
+	u64 consumed;		/* consumer head, never above tail */
+	u64 records_dropped;
+	u64 bytes_dropped;
+};
+
+u64 hp_sat_add(u64 a, u64 b);
+void hp_snap_read(const void *ctl, const struct hp_geom *g,
+		  struct hp_snap *s);
+void hp_snap_add(struct hp_snap *acc, const struct hp_snap *s);
+
+struct hp_stats {
+	atomic64_t sessions_total;
+	atomic64_t attaches_total;
+	atomic64_t fds_passed_total;
+	atomic64_t ring_bytes;
+	atomic64_t wakeups_total;
+	/* under hp_lock */
+	u64 sessions_active;
+	struct hp_snap retired;	/* folded in from closed sessions */
+};
+
+extern struct hp_stats hp_stats;
+
+/* ------------------------------------------------------------------ */
+/* session.c                                                           */
+/* ------------------------------------------------------------------ */
+
+struct hp_session {
+	struct kref ref;
+	struct list_head node;	/* on hp_sessions while not closed */
+	u64 id;
+	u32 reg_flags;
+
+	/* Fixed at registration. */
+	struct pid *owner;	/* thread-group leader pid */
+	kuid_t owner_euid;
+	char comm[TASK_COMM_LEN];
+
+	struct hp_ring ring;
+	wait_queue_head_t wq;	/* consumer and producer pollers */
+
+	/* Under hp_lock; the kernel's own copy of kstate. */
+	u32 state;		/* HEAPPROFD_STATE_* */
+	u64 attach_count;
+	struct pid *consumer;	/* attached consumer's tgid, or NULL */
+
+	spinlock_t slot_lock;
+	struct file *slots[HEAPPROFD_FD_SLOTS];
+
+	struct kobject *kobj;	/* sessions/<id>, NULL once closed */
+};
+
+extern struct mutex hp_lock;
+extern struct list_head hp_sessions;
+
+struct hp_session *hp_session_get_by_id(u64 id);
+struct hp_session *hp_session_get_by_pid(struct pid *tgid);
+void hp_session_put(struct hp_session *s);
+void hp_session_snap(struct hp_session *s, struct hp_snap *snap);
+
+long hp_register(void __user *uarg);
+long hp_attach(void __user *uarg);
+
+extern unsigned long hp_max_data_size;
+extern bool hp_charge_memlock;
+
+/* ------------------------------------------------------------------ */
+/* fdpass.c                                                            */
+/* ------------------------------------------------------------------ */
+
+long hp_fd_deposit(struct hp_session *s, void __user *uarg);
+long hp_fd_receive(struct hp_session *s, void __user *uarg);
+u32 hp_fd_slot_mask(struct hp_session *s);
+void hp_fd_slots_release(struct hp_session *s);
+
+/* ------------------------------------------------------------------ */
+/* access.c                                                            */
+/* ------------------------------------------------------------------ */
+
+/* Everything the attach decision depends on, gathered beforehand. */
+struct hp_access_req {
+	bool caller_admin;	/* CAP_SYS_ADMIN in init_user_ns */
+	kuid_t caller_euid;
+	bool owner_alive;
+	kuid_t owner_uid;
+	kuid_t owner_euid;
+	kuid_t owner_suid;
+	int owner_dumpable;	/* SUID_DUMP_* of the owner's mm */
+};
+
+int hp_access_decide(const struct hp_access_req *r);
+int hp_access_check(struct hp_session *s);
+
+/* ------------------------------------------------------------------ */
+/* validate.c                                                          */
+/* ------------------------------------------------------------------ */
+
+/* Largest argument structure accepted (the tail must be zero). */
+#define HP_ARG_MAX	4096U
+
+int hp_copy_arg(void *karg, size_t ksize, const void __user *uarg,
+		u32 *usize);
+int hp_copy_arg_out(void __user *uarg, const void *karg, size_t ksize,
+		    u32 usize);
+int hp_check_register(const struct heapprofd_register *a);
+int hp_check_attach(const struct heapprofd_attach *a);
+int hp_check_fd_arg(const struct heapprofd_fd_arg *a);
+int hp_check_info(const struct heapprofd_session_info *a);
+
+/* ------------------------------------------------------------------ */
+/* sysfs.c, netlink.c                                                  */
+/* ------------------------------------------------------------------ */
+
+int hp_sysfs_init(void);
+void hp_sysfs_exit(void);
+void hp_sysfs_session_add(struct hp_session *s);
+void hp_sysfs_session_del(struct hp_session *s);
+
+int hp_nl_init(void);
+void hp_nl_exit(void);
+void hp_nl_event(u8 cmd, struct hp_session *s);
+
+#endif /* _HEAPPROFD_INTERNAL_H */

@@ -1,0 +1,447 @@
+/* SPDX-License-Identifier: GPL-2.0 WITH Linux-syscall-note */
+/*
+ * heapprofd: the contract between the heapprofd kernel module, the profiled
+ * process (libheapprofd_client) and the profiling daemon.
+ *
+ * Three parties share one session:
+ *
+ *   producer  the profiled process. It registers a session on /dev/heapprofd,
+ *             maps the ring and writes records (many threads at once).
+ *   consumer  the daemon. It attaches to the session (one at a time), maps
+ *             the same ring and reads the records (one thread).
+ *   kernel    owns the memory, checks who may attach, passes file
+ *             descriptors, wakes the consumer and publishes statistics. It
+ *             never trusts what either side wrote into shared memory.
+ *
+ * The same ring layout is used without the module (the "user-space
+ * transport"): the producer then builds the mapping itself on a memfd and
+ * hands it to the daemon over a UNIX socket. Nothing in the layout depends
+ * on who allocated it.
+ *
+ * Documentation/heapprofd/ring.rst explains the ring protocol in prose.
+ */
+#ifndef _UAPI_LINUX_HEAPPROFD_H
+#define _UAPI_LINUX_HEAPPROFD_H
+
+#include <linux/types.h>
+#include <linux/ioctl.h>
+
+#define HEAPPROFD_DEVICE_NAME	"heapprofd"	/* /dev/heapprofd */
+#define HEAPPROFD_ABI_VERSION	1
+#define HEAPPROFD_CTL_MAGIC	0x48505244	/* "HPRD" */
+
+/*
+ * Geometry.
+ *
+ * A session is mapped with exactly one call:
+ *
+ *   mmap(NULL, ctl_size + 2 * data_size, PROT_READ | PROT_WRITE,
+ *        MAP_SHARED, fd, 0)
+ *
+ * The first ctl_size bytes are the control area (struct heapprofd_ctl at
+ * offset 0). The data area of data_size bytes (a power of two, at least
+ * HEAPPROFD_DATA_SIZE_MIN) follows and is mapped twice back to back, so a
+ * record that starts near the end of the data area continues into the second
+ * copy and is always contiguous in memory. Any other offset, length,
+ * PROT_EXEC or a private mapping is refused with EINVAL.
+ *
+ * HEAPPROFD_MMAP_KRING is reserved for a kernel-written ring (records the
+ * kernel adds to a session, such as DMA-BUF exports). It is mapped read-only
+ * when present; ctl->off.kring is 0 while it is absent.
+ */
+#define HEAPPROFD_CTL_SIZE		4096U
+#define HEAPPROFD_DATA_SIZE_MIN		(64ULL << 10)	/* 64 KiB */
+#define HEAPPROFD_DATA_SIZE_DEFAULT	(8ULL << 20)	/* 8 MiB */
+#define HEAPPROFD_MMAP_RING		0ULL
+#define HEAPPROFD_MMAP_KRING		(1ULL << 32)
+
+/* Records are 8-byte aligned; a record is never longer than the data area. */
+#define HEAPPROFD_REC_ALIGN		8U
+
+/* ------------------------------------------------------------------------ */
+/* The control area                                                          */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Byte offsets of the parts of the control area, measured from its start,
+ * in the manner of io_uring's offsets tables: a reader finds every part
+ * through this table, so later versions can move or grow parts without
+ * breaking old readers. Written by whoever created the ring.
+ */
+struct heapprofd_ctl_offsets {
+	__u32 producer;		/* struct heapprofd_producer */
+	__u32 consumer;		/* struct heapprofd_consumer */
+	__u32 kstate;		/* struct heapprofd_kstate */
+	__u32 counters;		/* struct heapprofd_counters */
+	__u32 config;		/* struct heapprofd_config */
+	__u32 kring;		/* 0: no kernel ring (reserved) */
+	__u32 resv[10];
+};
+
+/* At offset 0 of the control area. */
+struct heapprofd_ctl {
+	__u32 magic;		/* HEAPPROFD_CTL_MAGIC */
+	__u32 version;		/* HEAPPROFD_ABI_VERSION */
+	__u32 header_size;	/* sizeof(struct heapprofd_ctl) */
+	__u32 ctl_size;		/* bytes of the control area */
+	__u64 data_size;	/* bytes of the data area (power of two) */
+	__u64 data_offset;	/* offset of the data area in the mapping */
+	__u64 session_id;	/* 0 in the user-space transport */
+	__u32 flags;		/* HEAPPROFD_CTL_* */
+	__u32 resv0;
+	struct heapprofd_ctl_offsets off;
+};
+
+/* heapprofd_ctl.flags */
+#define HEAPPROFD_CTL_KERNEL	(1U << 0)	/* ring owned by the module */
+
+/*
+ * The producers' cache line. tail is the number of bytes ever reserved in
+ * the ring (it only grows; the position in the data area is
+ * tail & (data_size - 1)). Producers advance it with compare-and-swap.
+ */
+struct heapprofd_producer {
+	__u64 tail;
+	__u64 resv[7];
+} __attribute__((aligned(64)));
+
+/*
+ * The consumer's cache line. head is the number of bytes consumed. The
+ * consumer sets sleeping to 1 before it sleeps in poll() and then checks the
+ * ring once more; a producer that committed a record and then sees
+ * sleeping != 0 makes one HEAPPROFD_IOC_WAKE call (or, in the user-space
+ * transport, writes the eventfd). While the consumer is awake, producing
+ * costs no system call.
+ */
+struct heapprofd_consumer {
+	__u64 head;
+	__u32 sleeping;
+	__u32 resv0;
+	__u64 resv[6];
+} __attribute__((aligned(64)));
+
+/*
+ * Written by the kernel (or, in the user-space transport, by the daemon) for
+ * the producer to read. The kernel keeps its own copy and never reads these
+ * back.
+ */
+struct heapprofd_kstate {
+	__u32 state;		/* HEAPPROFD_STATE_* */
+	__u32 consumer_pid;	/* 0 while no consumer is attached */
+	__u64 attach_count;	/* attaches so far */
+	__u64 resv[6];
+} __attribute__((aligned(64)));
+
+#define HEAPPROFD_STATE_OPEN		0	/* no consumer */
+#define HEAPPROFD_STATE_ATTACHED	1	/* a consumer is attached */
+#define HEAPPROFD_STATE_CLOSED		2	/* the producer is gone */
+
+/*
+ * Counters the producer keeps. Drops are exact: a record that does not fit
+ * is counted here, with its bytes, and nowhere else. The exact totals are
+ * every allocation and free the client saw, sampled or not, summed from
+ * per-thread counters. The kernel reads these (once, clamped) for sysfs.
+ */
+struct heapprofd_counters {
+	__u64 records_written;
+	__u64 bytes_written;
+	__u64 records_dropped;
+	__u64 bytes_dropped;
+	__u64 frees_dropped;	/* free records among records_dropped */
+	__u64 wakeups;		/* wake calls the producer made */
+	__u64 alloc_calls;	/* exact totals */
+	__u64 alloc_bytes;
+	__u64 free_calls;
+	__u64 free_bytes;
+	__u64 resv[6];
+} __attribute__((aligned(64)));
+
+/*
+ * Configuration the consumer writes and the producer reads. The consumer
+ * fills the fields, then increments generation (release); a producer that
+ * sees a new generation (acquire) rereads them all. Every value is checked
+ * by the producer; a value out of range is replaced by the default.
+ */
+struct heapprofd_config {
+	__u32 generation;
+	__u32 enabled;		/* 0: dormant, 1: sampling */
+	__u64 interval;		/* mean bytes between samples; 1 = every byte */
+	__u32 stack_cap;	/* bytes of stack copied at most */
+	__u32 flags;		/* HEAPPROFD_CFG_* */
+	__u32 block_timeout_us;	/* HEAPPROFD_CFG_BLOCK: longest wait */
+	__u32 resv0;
+	__u64 resv[4];
+} __attribute__((aligned(64)));
+
+#define HEAPPROFD_CFG_BLOCK		(1U << 0) /* wait for room, bounded */
+#define HEAPPROFD_CFG_FOLLOW_FORKS	(1U << 1) /* children register too */
+#define HEAPPROFD_CFG_ADAPTIVE		(1U << 2) /* raise interval as ring fills */
+#define HEAPPROFD_CFG_ALL	(HEAPPROFD_CFG_BLOCK | \
+				 HEAPPROFD_CFG_FOLLOW_FORKS | \
+				 HEAPPROFD_CFG_ADAPTIVE)
+
+#define HEAPPROFD_STACK_CAP_DEFAULT	(64U << 10)
+#define HEAPPROFD_INTERVAL_DEFAULT	(4096ULL)
+
+/* ------------------------------------------------------------------------ */
+/* Records                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Every record starts with this header. Writing a record:
+ *
+ *   1. reserve len bytes: compare-and-swap tail from t to t + len, after
+ *      checking t + len - head <= data_size (if not, drop and count);
+ *   2. store the commit word at t: len | HEAPPROFD_REC_BUSY together with
+ *      stamp = (__u32)(t / 8);
+ *   3. write the rest of the record;
+ *   4. store-release the commit word again with len (without BUSY), or
+ *      with len | HEAPPROFD_REC_DISCARD to abandon the record.
+ *
+ * The commit word is the first eight bytes of the header, len and stamp
+ * together: it is always stored and loaded as one naturally aligned 64-bit
+ * access, so a reader never pairs a new stamp with a stale length.
+ *
+ * Reading at head: load the commit word (acquire). The record is ready when
+ * stamp == (__u32)(head / 8) and BUSY is clear; the reader then consumes it
+ * (skipping it if DISCARD is set) and advances head by len with a
+ * store-release. A record that stays not ready for longer than the reader's
+ * bound while tail > head was left by a writer that died: if its stamp
+ * matches, the reader skips len bytes; otherwise the session is broken and
+ * the reader ends it. Neither side ever waits without a bound.
+ *
+ * len counts the header and is a multiple of HEAPPROFD_REC_ALIGN.
+ */
+struct heapprofd_rec_hdr {
+	__u32 len;		/* commit word */
+	__u32 stamp;		/* (__u32)(position / 8) */
+	__u16 type;		/* HEAPPROFD_REC_* */
+	__u16 flags;		/* per type */
+	__u32 resv;
+};
+
+#define HEAPPROFD_REC_BUSY	(1U << 31)
+#define HEAPPROFD_REC_DISCARD	(1U << 30)
+#define HEAPPROFD_REC_LEN_MASK	((1U << 30) - 1)
+
+enum heapprofd_rec_type {
+	HEAPPROFD_REC_ALLOC	= 1,	/* struct heapprofd_rec_alloc + stack */
+	HEAPPROFD_REC_FREE	= 2,	/* struct heapprofd_rec_free */
+	HEAPPROFD_REC_HEAP	= 3,	/* struct heapprofd_rec_heap */
+	HEAPPROFD_REC_MAPS	= 4,	/* struct heapprofd_rec_maps */
+	/* 0x100 and up: records the kernel writes (reserved) */
+	HEAPPROFD_REC_KERNEL_FIRST = 0x100,
+};
+
+/* Register sets copied with a sample, for the unwinder. */
+enum heapprofd_arch {
+	HEAPPROFD_ARCH_X86_64	= 1,	/* ip sp bp bx r12 r13 r14 r15 */
+	HEAPPROFD_ARCH_AARCH64	= 2,	/* pc sp x29 x30 x19 .. x28 */
+};
+
+#define HEAPPROFD_X86_64_IP	0
+#define HEAPPROFD_X86_64_SP	1
+#define HEAPPROFD_X86_64_BP	2
+#define HEAPPROFD_X86_64_BX	3
+#define HEAPPROFD_X86_64_R12	4
+#define HEAPPROFD_X86_64_R13	5
+#define HEAPPROFD_X86_64_R14	6
+#define HEAPPROFD_X86_64_R15	7
+#define HEAPPROFD_X86_64_NREGS	8
+
+#define HEAPPROFD_MAX_REGS	16
+
+/* heapprofd_rec_alloc.hdr.flags */
+#define HEAPPROFD_ALLOC_STACK_TRUNCATED	(1U << 0) /* stack_cap was reached */
+#define HEAPPROFD_ALLOC_EXACT		(1U << 1) /* est_size is the size */
+
+/*
+ * A sampled allocation. est_size is what this sample stands for: count *
+ * interval, or req_size when the allocation was recorded exactly. The raw
+ * stack, stack_len bytes copied from address regs[SP] upwards, follows the
+ * structure (padded to HEAPPROFD_REC_ALIGN).
+ */
+struct heapprofd_rec_alloc {
+	struct heapprofd_rec_hdr hdr;
+	__u64 seq;		/* process-wide order of sampled events */
+	__u64 addr;
+	__u64 req_size;		/* what the caller asked for */
+	__u64 usable_size;	/* what the allocator handed out */
+	__u64 est_size;
+	__u64 interval;		/* interval the sample was taken at */
+	__u32 count;		/* samples the allocation crossed */
+	__u32 heap_id;		/* HEAPPROFD_HEAP_* or a registered heap */
+	__u32 tid;
+	__u32 arch;		/* enum heapprofd_arch */
+	__u64 timestamp_ns;	/* CLOCK_MONOTONIC */
+	__u64 stack_top;	/* highest address of the thread's stack */
+	__u32 nregs;
+	__u32 stack_len;
+	__u64 regs[HEAPPROFD_MAX_REGS];
+};
+
+/* The free of a sampled address, ordered after its allocation by seq. */
+struct heapprofd_rec_free {
+	struct heapprofd_rec_hdr hdr;
+	__u64 seq;
+	__u64 addr;
+	__u32 heap_id;
+	__u32 tid;
+};
+
+/* A heap registered by a custom allocator (heap_id >= HEAPPROFD_HEAP_USER). */
+struct heapprofd_rec_heap {
+	struct heapprofd_rec_hdr hdr;
+	__u32 heap_id;
+	__u32 resv;
+	__u64 interval;
+	char name[32];		/* NUL-terminated */
+};
+
+/* The producer's mappings changed (dlopen, dlclose): reread the maps. */
+struct heapprofd_rec_maps {
+	struct heapprofd_rec_hdr hdr;
+	__u64 seq;
+};
+
+#define HEAPPROFD_HEAP_MALLOC	0	/* "libc.malloc" */
+#define HEAPPROFD_HEAP_DMABUF	1	/* "dmabuf", written by the kernel */
+#define HEAPPROFD_HEAP_USER	16	/* first id for custom heaps */
+#define HEAPPROFD_HEAP_MAX	255
+
+/* ------------------------------------------------------------------------ */
+/* ioctls                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Every argument structure starts with its size as the caller knows it and
+ * is copied as copy_struct_from_user() does: a shorter structure is padded
+ * with zeroes, a longer one is accepted only if its extra bytes are zero
+ * (E2BIG otherwise). Reserved fields and unknown flags must be zero
+ * (EINVAL). Output fields are copied back up to the caller's size. The
+ * ioctl numbers carry the size of version 1 of each structure.
+ */
+
+/* On /dev/heapprofd: register the calling process; returns the session fd. */
+struct heapprofd_register {
+	__u32 size;
+	__u32 flags;		/* HEAPPROFD_REGISTER_* */
+	__u64 data_size;	/* in: 0 = HEAPPROFD_DATA_SIZE_DEFAULT */
+	__u64 session_id;	/* out */
+	__u32 ctl_size;		/* out */
+	__u32 version;		/* out: HEAPPROFD_ABI_VERSION */
+	__u64 resv[4];
+};
+
+#define HEAPPROFD_REGISTER_DORMANT	(1U << 0) /* wait for `attach` */
+#define HEAPPROFD_REGISTER_ALL		(HEAPPROFD_REGISTER_DORMANT)
+
+/*
+ * On /dev/heapprofd: attach as the consumer of a session named by pid (the
+ * newest live session of that process) or by id; returns the consumer fd.
+ * Allowed to CAP_SYS_ADMIN in the initial user namespace, or to the session
+ * owner's uid while the owner is dumpable (EPERM otherwise). One consumer at
+ * a time (EBUSY). ESRCH: no such live session.
+ */
+struct heapprofd_attach {
+	__u32 size;
+	__u32 flags;		/* exactly one of HEAPPROFD_ATTACH_BY_* */
+	__u64 session_id;	/* in (BY_ID) / out */
+	__s32 pid;		/* in (BY_PID) / out */
+	__u32 ctl_size;		/* out */
+	__u64 data_size;	/* out */
+	__u64 resv[4];
+};
+
+#define HEAPPROFD_ATTACH_BY_PID	(1U << 0)
+#define HEAPPROFD_ATTACH_BY_ID	(1U << 1)
+
+/*
+ * File descriptor slots. DEPOSIT (on the session fd) stores a reference to
+ * the file behind fd in a slot, replacing what was there. RECEIVE (on the
+ * consumer fd) installs that file as a new fd in the caller (O_CLOEXEC,
+ * through the kernel's receive path so LSM hooks run) and returns it in fd.
+ * ENOENT: slot empty.
+ */
+enum heapprofd_fd_slot {
+	HEAPPROFD_FD_MAPS	= 0,	/* /proc/self/maps */
+	HEAPPROFD_FD_MEM	= 1,	/* /proc/self/mem */
+	HEAPPROFD_FD_EXE	= 2,	/* /proc/self/exe (optional) */
+	HEAPPROFD_FD_SLOTS	= 8,
+};
+
+struct heapprofd_fd_arg {
+	__u32 size;
+	__u32 slot;		/* enum heapprofd_fd_slot */
+	__s32 fd;		/* DEPOSIT: in, RECEIVE: out */
+	__u32 flags;		/* must be 0 */
+	__u64 resv[2];
+};
+
+/* On a session or consumer fd: what the kernel knows of the session. */
+struct heapprofd_session_info {
+	__u32 size;
+	__u32 flags;		/* must be 0 */
+	__u64 session_id;
+	__s32 pid;		/* owner, in the caller's pid namespace; 0 if none */
+	__u32 uid;		/* owner, in the caller's user namespace */
+	__u32 state;		/* HEAPPROFD_STATE_* */
+	__u32 fd_slots;		/* bit n: slot n holds a file */
+	__u64 data_size;
+	__u32 ctl_size;
+	__u32 reg_flags;	/* HEAPPROFD_REGISTER_* given at registration */
+	char comm[16];
+	__u64 resv[4];
+};
+
+#define HEAPPROFD_IOC_MAGIC	0xE7
+
+#define HEAPPROFD_IOC_REGISTER	_IOWR(HEAPPROFD_IOC_MAGIC, 0x01, struct heapprofd_register)
+#define HEAPPROFD_IOC_ATTACH	_IOWR(HEAPPROFD_IOC_MAGIC, 0x02, struct heapprofd_attach)
+#define HEAPPROFD_IOC_DEPOSIT_FD _IOW(HEAPPROFD_IOC_MAGIC, 0x03, struct heapprofd_fd_arg)
+#define HEAPPROFD_IOC_RECEIVE_FD _IOWR(HEAPPROFD_IOC_MAGIC, 0x04, struct heapprofd_fd_arg)
+#define HEAPPROFD_IOC_WAKE	_IO(HEAPPROFD_IOC_MAGIC, 0x05)
+#define HEAPPROFD_IOC_INFO	_IOWR(HEAPPROFD_IOC_MAGIC, 0x06, struct heapprofd_session_info)
+
+/*
+ * poll() on a consumer fd: EPOLLIN while tail != head (as read from the
+ * control area: a hint, never trusted), EPOLLHUP once the session is
+ * closed. poll() on a session fd: EPOLLHUP once the consumer detaches.
+ */
+
+/* ------------------------------------------------------------------------ */
+/* Generic netlink family "heapprofd"                                        */
+/* ------------------------------------------------------------------------ */
+
+#define HEAPPROFD_GENL_NAME		"heapprofd"
+#define HEAPPROFD_GENL_VERSION		1
+#define HEAPPROFD_GENL_MCGRP_EVENTS	"events"
+
+enum heapprofd_genl_cmd {
+	HEAPPROFD_CMD_UNSPEC,
+	HEAPPROFD_CMD_SESSION_NEW,	/* event: a session was registered */
+	HEAPPROFD_CMD_SESSION_CLOSED,	/* event: a session closed */
+	HEAPPROFD_CMD_SESSION_GET,	/* dump: one SESSION_NEW per session */
+	HEAPPROFD_CMD_SESSION_ATTACHED,	/* event: a consumer attached */
+	__HEAPPROFD_CMD_MAX,
+};
+#define HEAPPROFD_CMD_MAX (__HEAPPROFD_CMD_MAX - 1)
+
+enum heapprofd_genl_attr {
+	HEAPPROFD_A_UNSPEC,
+	HEAPPROFD_A_PAD,
+	HEAPPROFD_A_SESSION_ID,		/* u64 */
+	HEAPPROFD_A_PID,		/* u32, in the initial pid namespace */
+	HEAPPROFD_A_UID,		/* u32, in the initial user namespace */
+	HEAPPROFD_A_COMM,		/* string */
+	HEAPPROFD_A_STATE,		/* u32 HEAPPROFD_STATE_* */
+	HEAPPROFD_A_FLAGS,		/* u32 HEAPPROFD_REGISTER_* */
+	HEAPPROFD_A_DATA_SIZE,		/* u64 */
+	HEAPPROFD_A_PRODUCED_BYTES,	/* u64 */
+	HEAPPROFD_A_CONSUMED_BYTES,	/* u64 */
+	HEAPPROFD_A_DROPPED_RECORDS,	/* u64 */
+	__HEAPPROFD_A_MAX,
+};
+#define HEAPPROFD_A_MAX (__HEAPPROFD_A_MAX - 1)
+
+#endif /* _UAPI_LINUX_HEAPPROFD_H */
