@@ -227,7 +227,7 @@ hp_ring_reserve(struct hp_ring *r, uint32_t len, uint16_t type)
 
 	h = (struct heapprofd_rec_hdr *)(r->data + (t & r->mask));
 	__atomic_store_n((uint64_t *)h,
-			 hp_commit_word(len | HEAPPROFD_REC_BUSY, (uint32_t)(t >> 3)),
+			 hp_commit_word(len | HEAPPROFD_REC_BUSY, HEAPPROFD_REC_STAMP(t)),
 			 __ATOMIC_RELAXED);
 	h->type = type;
 	h->flags = 0;
@@ -289,6 +289,18 @@ static inline void hp_ring_count_write(struct hp_ring *r, uint32_t len)
 /* Consumer (one thread)                                                     */
 /* ------------------------------------------------------------------------ */
 
+/*
+ * Give len bytes at head back to the producers: zero them first (see the
+ * uapi header: a zero commit word never passes for a record), then publish
+ * the new head.
+ */
+static inline void hp_ring_advance(struct hp_ring *r, uint32_t len)
+{
+	memset(r->data + (r->chead & r->mask), 0, len);
+	r->chead += len;
+	__atomic_store_n(&r->cons->head, r->chead, __ATOMIC_RELEASE);
+}
+
 enum hp_ring_status {
 	HP_RING_EMPTY,		/* nothing to read */
 	HP_RING_READY,		/* *rec, *len: a committed record */
@@ -299,7 +311,8 @@ enum hp_ring_status {
 /*
  * Look at the record at the consumer's head. On HP_RING_READY, *rec points
  * into shared memory (the producer may still scribble on it: copy it before
- * parsing) and *len is its checked length. Discarded records are skipped.
+ * parsing) and *len is its checked length; hp_ring_advance(r, *len) gives
+ * it back when done. Discarded records are skipped.
  * On HP_RING_NOT_READY, *len is the record's length if its stamp already
  * matches (a writer is filling it in), else 0 (not even reserved-and-marked
  * yet); a consumer that sees the same state past its bound calls
@@ -322,7 +335,7 @@ hp_ring_peek(struct hp_ring *r, const struct heapprofd_rec_hdr **rec, uint32_t *
 			return HP_RING_CORRUPT;
 		p = (const struct heapprofd_rec_hdr *)(r->data + (h & r->mask));
 		c.word = __atomic_load_n((const uint64_t *)p, __ATOMIC_ACQUIRE);
-		if (c.stamp != (uint32_t)(h >> 3))
+		if (c.stamp != HEAPPROFD_REC_STAMP(h))
 			return HP_RING_NOT_READY;
 		n = c.len & HEAPPROFD_REC_LEN_MASK;
 		if (n < sizeof(*p) || n % HEAPPROFD_REC_ALIGN || n > t - h)
@@ -331,20 +344,12 @@ hp_ring_peek(struct hp_ring *r, const struct heapprofd_rec_hdr **rec, uint32_t *
 		if (c.len & HEAPPROFD_REC_BUSY)
 			return HP_RING_NOT_READY;
 		if (c.len & HEAPPROFD_REC_DISCARD) {
-			r->chead += n;
-			__atomic_store_n(&r->cons->head, r->chead, __ATOMIC_RELEASE);
+			hp_ring_advance(r, n);
 			continue;
 		}
 		*rec = p;
 		return HP_RING_READY;
 	}
-}
-
-/* Release the record just read (len from hp_ring_peek). */
-static inline void hp_ring_advance(struct hp_ring *r, uint32_t len)
-{
-	r->chead += len;
-	__atomic_store_n(&r->cons->head, r->chead, __ATOMIC_RELEASE);
 }
 
 /*

@@ -25,6 +25,7 @@
 
 #include <linux/types.h>
 #include <linux/ioctl.h>
+#include <linux/const.h>
 
 #define HEAPPROFD_DEVICE_NAME	"heapprofd"	/* /dev/heapprofd */
 #define HEAPPROFD_ABI_VERSION	1
@@ -53,7 +54,7 @@
 #define HEAPPROFD_DATA_SIZE_MIN		(64ULL << 10)	/* 64 KiB */
 #define HEAPPROFD_DATA_SIZE_DEFAULT	(8ULL << 20)	/* 8 MiB */
 #define HEAPPROFD_MMAP_RING		0ULL
-#define HEAPPROFD_MMAP_KRING		(1ULL << 32)
+#define HEAPPROFD_MMAP_KRING		_BITULL(32)
 
 /* Records are 8-byte aligned; a record is never longer than the data area. */
 #define HEAPPROFD_REC_ALIGN		8U
@@ -93,17 +94,18 @@ struct heapprofd_ctl {
 };
 
 /* heapprofd_ctl.flags */
-#define HEAPPROFD_CTL_KERNEL	(1U << 0)	/* ring owned by the module */
+#define HEAPPROFD_CTL_KERNEL	_BITUL(0)	/* ring owned by the module */
 
 /*
  * The producers' cache line. tail is the number of bytes ever reserved in
  * the ring (it only grows; the position in the data area is
  * tail & (data_size - 1)). Producers advance it with compare-and-swap.
  */
+/* Each part below fills whole 64-byte cache lines (its resv fields pad it). */
 struct heapprofd_producer {
 	__u64 tail;
 	__u64 resv[7];
-} __attribute__((aligned(64)));
+};
 
 /*
  * The consumer's cache line. head is the number of bytes consumed. The
@@ -118,7 +120,7 @@ struct heapprofd_consumer {
 	__u32 sleeping;
 	__u32 resv0;
 	__u64 resv[6];
-} __attribute__((aligned(64)));
+};
 
 /*
  * Written by the kernel (or, in the user-space transport, by the daemon) for
@@ -130,7 +132,7 @@ struct heapprofd_kstate {
 	__u32 consumer_pid;	/* 0 while no consumer is attached */
 	__u64 attach_count;	/* attaches so far */
 	__u64 resv[6];
-} __attribute__((aligned(64)));
+};
 
 #define HEAPPROFD_STATE_OPEN		0	/* no consumer */
 #define HEAPPROFD_STATE_ATTACHED	1	/* a consumer is attached */
@@ -154,7 +156,7 @@ struct heapprofd_counters {
 	__u64 free_calls;
 	__u64 free_bytes;
 	__u64 resv[6];
-} __attribute__((aligned(64)));
+};
 
 /*
  * Configuration the consumer writes and the producer reads. The consumer
@@ -171,11 +173,11 @@ struct heapprofd_config {
 	__u32 block_timeout_us;	/* HEAPPROFD_CFG_BLOCK: longest wait */
 	__u32 resv0;
 	__u64 resv[4];
-} __attribute__((aligned(64)));
+};
 
-#define HEAPPROFD_CFG_BLOCK		(1U << 0) /* wait for room, bounded */
-#define HEAPPROFD_CFG_FOLLOW_FORKS	(1U << 1) /* children register too */
-#define HEAPPROFD_CFG_ADAPTIVE		(1U << 2) /* raise interval as ring fills */
+#define HEAPPROFD_CFG_BLOCK		_BITUL(0) /* wait for room, bounded */
+#define HEAPPROFD_CFG_FOLLOW_FORKS	_BITUL(1) /* children register too */
+#define HEAPPROFD_CFG_ADAPTIVE		_BITUL(2) /* raise interval as ring fills */
 #define HEAPPROFD_CFG_ALL	(HEAPPROFD_CFG_BLOCK | \
 				 HEAPPROFD_CFG_FOLLOW_FORKS | \
 				 HEAPPROFD_CFG_ADAPTIVE)
@@ -193,7 +195,7 @@ struct heapprofd_config {
  *   1. reserve len bytes: compare-and-swap tail from t to t + len, after
  *      checking t + len - head <= data_size (if not, drop and count);
  *   2. store the commit word at t: len | HEAPPROFD_REC_BUSY together with
- *      stamp = (__u32)(t / 8);
+ *      stamp = HEAPPROFD_REC_STAMP(t);
  *   3. write the rest of the record;
  *   4. store-release the commit word again with len (without BUSY), or
  *      with len | HEAPPROFD_REC_DISCARD to abandon the record.
@@ -203,9 +205,13 @@ struct heapprofd_config {
  * access, so a reader never pairs a new stamp with a stale length.
  *
  * Reading at head: load the commit word (acquire). The record is ready when
- * stamp == (__u32)(head / 8) and BUSY is clear; the reader then consumes it
- * (skipping it if DISCARD is set) and advances head by len with a
- * store-release. A record that stays not ready for longer than the reader's
+ * stamp == HEAPPROFD_REC_STAMP(head) and BUSY is clear; the reader then
+ * consumes it (skipping it if DISCARD is set), zeroes its len bytes and
+ * advances head by len with a store-release. Because every byte a reader
+ * gives back is zero, and the ring starts zeroed, space that a writer has
+ * reserved but not yet marked reads as a zero commit word, which never
+ * matches a stamp (the stamp's top bit is always set): stale bytes can never
+ * pass for a record. A record that stays not ready for longer than the reader's
  * bound while tail > head was left by a writer that died: if its stamp
  * matches, the reader skips len bytes; otherwise the session is broken and
  * the reader ends it. Neither side ever waits without a bound.
@@ -214,15 +220,16 @@ struct heapprofd_config {
  */
 struct heapprofd_rec_hdr {
 	__u32 len;		/* commit word */
-	__u32 stamp;		/* (__u32)(position / 8) */
+	__u32 stamp;		/* HEAPPROFD_REC_STAMP(position) */
 	__u16 type;		/* HEAPPROFD_REC_* */
 	__u16 flags;		/* per type */
 	__u32 resv;
 };
 
-#define HEAPPROFD_REC_BUSY	(1U << 31)
-#define HEAPPROFD_REC_DISCARD	(1U << 30)
-#define HEAPPROFD_REC_LEN_MASK	((1U << 30) - 1)
+#define HEAPPROFD_REC_BUSY	_BITUL(31)
+#define HEAPPROFD_REC_DISCARD	_BITUL(30)
+#define HEAPPROFD_REC_LEN_MASK	(_BITUL(30) - 1)
+#define HEAPPROFD_REC_STAMP(pos) ((__u32)(0x80000000U | (__u32)((pos) >> 3)))
 
 enum heapprofd_rec_type {
 	HEAPPROFD_REC_ALLOC	= 1,	/* struct heapprofd_rec_alloc + stack */
@@ -252,8 +259,8 @@ enum heapprofd_arch {
 #define HEAPPROFD_MAX_REGS	16
 
 /* heapprofd_rec_alloc.hdr.flags */
-#define HEAPPROFD_ALLOC_STACK_TRUNCATED	(1U << 0) /* stack_cap was reached */
-#define HEAPPROFD_ALLOC_EXACT		(1U << 1) /* est_size is the size */
+#define HEAPPROFD_ALLOC_STACK_TRUNCATED	_BITUL(0) /* stack_cap was reached */
+#define HEAPPROFD_ALLOC_EXACT		_BITUL(1) /* est_size is the size */
 
 /*
  * A sampled allocation. est_size is what this sample stands for: count *
@@ -333,7 +340,7 @@ struct heapprofd_register {
 	__u64 resv[4];
 };
 
-#define HEAPPROFD_REGISTER_DORMANT	(1U << 0) /* wait for `attach` */
+#define HEAPPROFD_REGISTER_DORMANT	_BITUL(0) /* wait for `attach` */
 #define HEAPPROFD_REGISTER_ALL		(HEAPPROFD_REGISTER_DORMANT)
 
 /*
@@ -353,8 +360,8 @@ struct heapprofd_attach {
 	__u64 resv[4];
 };
 
-#define HEAPPROFD_ATTACH_BY_PID	(1U << 0)
-#define HEAPPROFD_ATTACH_BY_ID	(1U << 1)
+#define HEAPPROFD_ATTACH_BY_PID	_BITUL(0)
+#define HEAPPROFD_ATTACH_BY_ID	_BITUL(1)
 
 /*
  * File descriptor slots. DEPOSIT (on the session fd) stores a reference to
@@ -425,6 +432,7 @@ enum heapprofd_genl_cmd {
 	HEAPPROFD_CMD_SESSION_ATTACHED,	/* event: a consumer attached */
 	__HEAPPROFD_CMD_MAX,
 };
+
 #define HEAPPROFD_CMD_MAX (__HEAPPROFD_CMD_MAX - 1)
 
 enum heapprofd_genl_attr {
@@ -442,6 +450,7 @@ enum heapprofd_genl_attr {
 	HEAPPROFD_A_DROPPED_RECORDS,	/* u64 */
 	__HEAPPROFD_A_MAX,
 };
+
 #define HEAPPROFD_A_MAX (__HEAPPROFD_A_MAX - 1)
 
 #endif /* _UAPI_LINUX_HEAPPROFD_H */
