@@ -17,6 +17,7 @@
 #define _HEAPPROFD_INTERNAL_H
 
 #include <linux/atomic.h>
+#include <linux/bits.h>
 #include <linux/cred.h>
 #include <linux/kref.h>
 #include <linux/list.h>
@@ -40,7 +41,7 @@ struct vm_area_struct;
 /* ------------------------------------------------------------------ */
 
 /* Largest data area whatever max_data_size says (records carry 30 bits). */
-#define HP_DATA_SIZE_HARD_MAX	(1ULL << 30)
+#define HP_DATA_SIZE_HARD_MAX	BIT_ULL(30)
 
 /* Where each part of the control area lives; see hp_geom_compute(). */
 struct hp_geom {
@@ -134,7 +135,7 @@ struct hp_session {
 	u64 attach_count;
 	struct pid *consumer;	/* attached consumer's tgid, or NULL */
 
-	spinlock_t slot_lock;
+	spinlock_t slot_lock;	/* guards slots[] */
 	struct file *slots[HEAPPROFD_FD_SLOTS];
 
 	struct kobject *kobj;	/* sessions/<id>, NULL once closed */
@@ -162,6 +163,7 @@ long hp_fd_deposit(struct hp_session *s, void __user *uarg);
 long hp_fd_receive(struct hp_session *s, void __user *uarg);
 u32 hp_fd_slot_mask(struct hp_session *s);
 void hp_fd_slots_release(struct hp_session *s);
+bool hp_is_heapprofd_file(const struct file *file);
 
 /* ------------------------------------------------------------------ */
 /* access.c                                                            */

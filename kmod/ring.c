@@ -18,6 +18,7 @@
 #include <linux/gfp.h>
 #include <linux/log2.h>
 #include <linux/mm.h>
+#include <linux/sched.h>
 #include <linux/sched/mm.h>
 #include <linux/slab.h>
 #include <linux/vmalloc.h>
@@ -185,6 +186,7 @@ int hp_ring_alloc(struct hp_ring *r, const struct hp_geom *g,
 			hp_ring_free_pages(r, i);
 			goto err_array;
 		}
+		cond_resched();
 	}
 	/* The data pages once more, for the second copy. */
 	for (i = 0; i < g->data_pages; i++)

@@ -1,0 +1,16 @@
+# SPDX-License-Identifier: GPL-2.0
+# Client benchmarks (included by libclient/Makefile): `make -C libclient bench`.
+BBUILD := $(BUILD)/bench/client
+BDIR := $(ROOT)/bench/client
+
+$(BBUILD):
+	mkdir -p $@
+
+$(BBUILD)/bench_client: $(BDIR)/bench_client.c | $(BBUILD)
+	$(CC) -std=gnu11 -O2 -g $(WARN) -o $@ $< -lpthread
+
+$(BBUILD)/bench_run: $(BDIR)/bench_run.c tests/minidaemon.c tests/minidaemon.h ring.h | $(BBUILD)
+	$(CC) -std=gnu11 -O2 -g $(WARN) -I$(CURDIR) -o $@ $< tests/minidaemon.c -lpthread
+
+bench: $(LIB) $(BBUILD)/bench_client $(BBUILD)/bench_run
+	$(BBUILD)/bench_run $(BUILD) $(or $(REPEATS),7)

@@ -1,0 +1,158 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * heapprofd, the daemon: shared declarations of its parts.
+ *
+ *   heapprofd.c   main, options, the event loop, the control server
+ *   session.c     one profiled process: ring, drain, dumps, end
+ *   usock.c       the user-space transport (socket_proto.h)
+ *   kmod.c        the module transport (/dev/heapprofd, genl events)
+ *   dormant.c     attaching to a dormant client that has no daemon socket
+ *   rules.c       which sessions to attach and where their profiles go
+ *   log.c         logging
+ *
+ * One thread runs all of this; the pipeline unwinds on its own workers.
+ */
+#ifndef HPD_H
+#define HPD_H
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../libclient/ring.h"
+#include "pipeline/pipeline.h"
+
+/* ---- log.c ---- */
+enum { HPD_ERR, HPD_WARN, HPD_INFO, HPD_DEBUG };
+extern int hpd_verbosity;
+void hpd_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void hpd_log_to_syslog(void);
+
+/* ---- rules.c ---- */
+struct hpd_ctlconn;
+
+/* What a heapprofctl asked for; owned by its control connection. */
+struct hpd_rule {
+	struct hpd_rule *next;
+	struct hpd_ctlconn *owner;	/* gets the events; NULL: daemon's own */
+	pid_t pid;			/* 0: not by pid */
+	char name[64];			/* "": not by name */
+	int all;
+	int follow_forks;
+	int dormant_too;		/* attach dormant matches (record --name/--all) */
+	uint64_t interval;
+	uint32_t stack_cap;
+	uint32_t cfg_flags;		/* HEAPPROFD_CFG_* */
+	unsigned formats;		/* HP_OUT_* */
+	int dump_at_max;
+	unsigned continuous_ms;
+	char prefix[512];
+	int nsessions;			/* sessions started under this rule */
+	int live;			/* of those, still running */
+};
+
+struct hpd_rule *hpd_rule_match(pid_t pid, const char *comm, int dormant);
+void hpd_rule_add(struct hpd_rule *r);
+void hpd_rule_del(struct hpd_rule *r);
+int hpd_pid_descends_from(pid_t pid, pid_t ancestor);
+struct hpd_rule *hpd_rule_owned_by(struct hpd_ctlconn *o);
+
+/* ---- session.c ---- */
+enum hpd_transport { HPD_T_SOCKET, HPD_T_KERNEL, HPD_T_SCAN };
+
+struct hpd_session {
+	struct hpd_session *next;
+	enum hpd_transport transport;
+	uint64_t id;			/* ours; the kernel's for HPD_T_KERNEL */
+	pid_t pid;
+	char comm[17];
+	int dormant;			/* registered dormant, not yet enabled */
+	int enabled;			/* config written, pipeline running */
+	int ending;
+
+	int conn_fd;			/* socket / consumer fd / pidfd */
+	int wake_fd;			/* eventfd or -1 */
+	int ring_fd;			/* memfd or -1 (kernel: conn_fd) */
+	int maps_fd, mem_fd, exe_fd;	/* until handed to the pipeline */
+
+	void *map;
+	size_t map_len;
+	struct hp_ring ring;
+	uint8_t *buf;			/* private copy of the current record */
+	size_t buflen;
+
+	uint64_t stall_head;		/* head at which a record stalled */
+	uint64_t stall_since_ms;
+	int poll_only;			/* no wake channel: poll on the tick */
+
+	struct hp_proc *proc;
+	struct hpd_rule *rule;		/* NULL: system default */
+	char prefix[600];
+	unsigned formats;
+	unsigned continuous_ms;
+	uint64_t next_dump_ms;
+	unsigned dumps;
+	uint64_t records, bytes;
+	char end_reason[160];
+	void *tpriv;			/* transport's state, freed at reap */
+};
+
+extern struct hpd_session *hpd_sessions;
+extern struct hp_pipeline *hpd_pipe;
+
+struct hpd_session *hpd_session_new(enum hpd_transport t, pid_t pid, const char *comm);
+int hpd_session_map(struct hpd_session *s, int fd, int is_memfd,
+		    uint32_t ctl_size, uint64_t data_size);
+int hpd_session_enable(struct hpd_session *s, struct hpd_rule *r);
+void hpd_session_drain(struct hpd_session *s, int producer_gone);
+int hpd_session_dump(struct hpd_session *s, unsigned which, char *path, size_t pathlen);
+void hpd_session_end(struct hpd_session *s, const char *why);
+void hpd_session_detach(struct hpd_session *s);
+struct hpd_session *hpd_session_by_pid(pid_t pid);
+void hpd_session_tick(uint64_t now_ms);
+uint64_t hpd_now_ms(void);
+void hpd_sessions_reap(void);
+
+/* ---- heapprofd.c: the event loop ---- */
+struct hpd_watch {
+	void (*fn)(struct hpd_watch *w, uint32_t events);
+	int fd;
+};
+int hpd_loop_add(int fd, uint32_t events, struct hpd_watch *w);
+void hpd_loop_del(int fd);
+void hpd_event(struct hpd_rule *r, const char *msg);
+
+struct hpd_opts {
+	const char *socket_path;
+	const char *ctl_path;
+	const char *outdir;
+	int private_mode;
+	int transport;		/* 0 auto, 1 kernel only, 2 socket only */
+	uint64_t interval;
+	unsigned workers;
+	int attach_all_default;	/* system daemon: attach non-dormant sessions */
+};
+extern struct hpd_opts hpd_opts;
+void hpd_default_prefix(struct hpd_session *s, char *out, size_t len);
+
+/* ---- usock.c ---- */
+int hpd_usock_listen(const char *path);
+int hpd_usock_enable_dormant(struct hpd_session *s, struct hpd_rule *r);
+
+/* ---- kmod.c ---- */
+int hpd_kmod_init(void);	/* 0: module in use; -errno: not available */
+int hpd_kmod_attach(uint64_t session_id, pid_t pid, struct hpd_rule *r);
+int hpd_kmod_available(void);
+typedef void (*hpd_kmod_list_fn)(void *arg, uint64_t id, pid_t pid, const char *comm,
+				 uint32_t flags, uint32_t state);
+void hpd_kmod_list(hpd_kmod_list_fn fn, void *arg);
+
+/* ---- dormant.c ---- */
+int hpd_scan_attach(pid_t pid, struct hpd_rule *r, char *err, size_t errlen);
+
+/* ---- ctl (heapprofd.c) ---- */
+#define HPD_CTL_DEFAULT		"/run/heapprofd/ctl.sock"
+#define HPD_CTL_ENV		"HEAPPROFD_CTL"
+#define HPD_MSG_MAX		65536
+
+#endif

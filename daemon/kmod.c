@@ -1,0 +1,336 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The module transport: /dev/heapprofd and the "heapprofd" generic netlink
+ * family. The family's "events" group tells us of every new session; we
+ * attach to the ones a rule (or the system policy) wants, receive the fds
+ * the process deposited, map the ring and watch the consumer fd: EPOLLIN
+ * means data, EPOLLHUP means the process closed its session.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <netlink/genl/ctrl.h>
+#include <netlink/genl/genl.h>
+#include <netlink/netlink.h>
+
+#include "hpd.h"
+
+static int devfd = -1;
+static struct nl_sock *evsk;
+static int family;
+static struct hpd_watch nl_w;
+
+struct kconn {
+	struct hpd_watch w;
+	struct hpd_session *s;
+};
+
+int hpd_kmod_available(void)
+{
+	return devfd >= 0;
+}
+
+static void consumer_event(struct hpd_watch *w, uint32_t ev)
+{
+	struct kconn *k = (struct kconn *)w;
+	struct hpd_session *s = k->s;
+
+	if (s->ending)
+		return;
+	hp_ring_awake(&s->ring);
+	if (ev & (EPOLLHUP | EPOLLERR)) {
+		hpd_session_drain(s, 1);
+		hpd_session_end(s, NULL);
+		return;
+	}
+	hpd_session_drain(s, 0);
+}
+
+static int receive_slot(int cfd, unsigned slot)
+{
+	struct heapprofd_fd_arg a;
+
+	memset(&a, 0, sizeof(a));
+	a.size = sizeof(a);
+	a.slot = slot;
+	if (ioctl(cfd, HEAPPROFD_IOC_RECEIVE_FD, &a) < 0)
+		return -errno;
+	return a.fd;
+}
+
+int hpd_kmod_attach(uint64_t session_id, pid_t pid, struct hpd_rule *r)
+{
+	struct heapprofd_session_info info;
+	struct heapprofd_attach at;
+	struct hpd_session *s;
+	struct kconn *k;
+	int cfd, rc;
+
+	if (devfd < 0)
+		return -ENODEV;
+	memset(&at, 0, sizeof(at));
+	at.size = sizeof(at);
+	if (session_id) {
+		at.flags = HEAPPROFD_ATTACH_BY_ID;
+		at.session_id = session_id;
+	} else {
+		at.flags = HEAPPROFD_ATTACH_BY_PID;
+		at.pid = pid;
+	}
+	cfd = ioctl(devfd, HEAPPROFD_IOC_ATTACH, &at);
+	if (cfd < 0) {
+		rc = -errno;
+		if (rc == -EPERM)
+			hpd_log(HPD_WARN, "not allowed to attach to pid %d: another user's or a non-dumpable process needs heapprofd running as root",
+				(int)(pid ? pid : at.pid));
+		else if (rc != -ESRCH)
+			hpd_log(HPD_WARN, "attach to session %llu / pid %d failed: %s",
+				(unsigned long long)session_id, (int)pid, strerror(-rc));
+		return rc;
+	}
+	fcntl(cfd, F_SETFD, FD_CLOEXEC);
+	memset(&info, 0, sizeof(info));
+	info.size = sizeof(info);
+	if (ioctl(cfd, HEAPPROFD_IOC_INFO, &info) < 0)
+		memset(info.comm, 0, sizeof(info.comm));
+	info.comm[sizeof(info.comm) - 1] = 0;
+	s = hpd_session_new(HPD_T_KERNEL, at.pid, info.comm[0] ? info.comm : "?");
+	if (!s) {
+		close(cfd);
+		return -ENOMEM;
+	}
+	s->id = at.session_id;
+	s->conn_fd = cfd;
+	/*
+	 * The client deposits its fds right after registering; the event can
+	 * reach us first. Give it a moment before falling back to /proc.
+	 */
+	for (int tries = 0; tries < 40; tries++) {
+		struct heapprofd_session_info si;
+
+		memset(&si, 0, sizeof(si));
+		si.size = sizeof(si);
+		if (ioctl(cfd, HEAPPROFD_IOC_INFO, &si) < 0 || si.state == HEAPPROFD_STATE_CLOSED ||
+		    (si.fd_slots & 3) == 3)
+			break;
+		usleep(5000);
+	}
+	s->maps_fd = receive_slot(cfd, HEAPPROFD_FD_MAPS);
+	s->mem_fd = receive_slot(cfd, HEAPPROFD_FD_MEM);
+	s->exe_fd = receive_slot(cfd, HEAPPROFD_FD_EXE);
+	if (s->exe_fd < 0)
+		s->exe_fd = -1;
+	if (s->maps_fd < 0 || s->mem_fd < 0) {
+		hpd_log(HPD_DEBUG, "pid %d: the process deposited no maps/mem fds; unwinding falls back to /proc",
+			(int)s->pid);
+		if (s->maps_fd < 0) {
+			char p[64];
+
+			snprintf(p, sizeof(p), "/proc/%d/maps", (int)s->pid);
+			s->maps_fd = open(p, O_RDONLY | O_CLOEXEC);
+		}
+		if (s->mem_fd < 0) {
+			char p[64];
+
+			snprintf(p, sizeof(p), "/proc/%d/mem", (int)s->pid);
+			s->mem_fd = open(p, O_RDONLY | O_CLOEXEC);
+		}
+	}
+	rc = hpd_session_map(s, cfd, 0, at.ctl_size, at.data_size);
+	if (rc) {
+		hpd_log(HPD_WARN, "pid %d: cannot map the session ring: %s", (int)s->pid, strerror(-rc));
+		hpd_session_end(s, "ring could not be mapped");
+		return rc;
+	}
+	k = calloc(1, sizeof(*k));
+	if (!k) {
+		hpd_session_end(s, "out of memory");
+		return -ENOMEM;
+	}
+	k->s = s;
+	k->w.fn = consumer_event;
+	s->tpriv = k;
+	hpd_loop_add(cfd, EPOLLIN | EPOLLHUP | EPOLLET, &k->w);
+	rc = hpd_session_enable(s, r);
+	if (rc)
+		return rc;
+	hpd_session_drain(s, 0);
+	return 0;
+}
+
+/* A session the module told us about: attach it if a rule or the policy wants it. */
+static void session_new(uint64_t id, pid_t pid, const char *comm, uint32_t flags)
+{
+	int dormant = !!(flags & HEAPPROFD_REGISTER_DORMANT);
+	struct hpd_rule *r = hpd_rule_match(pid, comm, dormant);
+	struct hpd_session *s;
+
+	hpd_log(HPD_DEBUG, "module: session %llu pid %d comm %s%s", (unsigned long long)id,
+		(int)pid, comm, dormant ? " (dormant)" : "");
+	for (s = hpd_sessions; s; s = s->next)
+		if (s->transport == HPD_T_KERNEL && s->id == id && !s->ending)
+			return;	/* already ours */
+	if (!r)
+		return;
+	hpd_kmod_attach(id, pid, r);
+}
+
+/* For `sessions`: the module's sessions we are not attached to. */
+struct list_ctx {
+	hpd_kmod_list_fn fn;
+	void *arg;
+};
+
+static int list_msg(struct nl_msg *msg, void *arg)
+{
+	struct nlattr *tb[HEAPPROFD_A_MAX + 1];
+	struct list_ctx *lc = arg;
+	char comm[17] = "?";
+
+	if (genlmsg_parse(nlmsg_hdr(msg), 0, tb, HEAPPROFD_A_MAX, NULL) < 0 ||
+	    !tb[HEAPPROFD_A_SESSION_ID] || !tb[HEAPPROFD_A_PID])
+		return NL_SKIP;
+	if (tb[HEAPPROFD_A_COMM])
+		nla_strlcpy(comm, tb[HEAPPROFD_A_COMM], sizeof(comm));
+	lc->fn(lc->arg, nla_get_u64(tb[HEAPPROFD_A_SESSION_ID]),
+	       (pid_t)nla_get_u32(tb[HEAPPROFD_A_PID]), comm,
+	       tb[HEAPPROFD_A_FLAGS] ? nla_get_u32(tb[HEAPPROFD_A_FLAGS]) : 0,
+	       tb[HEAPPROFD_A_STATE] ? nla_get_u32(tb[HEAPPROFD_A_STATE]) : 0);
+	return NL_OK;
+}
+
+void hpd_kmod_list(hpd_kmod_list_fn fn, void *arg)
+{
+	struct list_ctx lc = { fn, arg };
+	struct nl_sock *sk;
+	struct nl_msg *m;
+
+	if (devfd < 0 || family <= 0)
+		return;
+	sk = nl_socket_alloc();
+	if (!sk)
+		return;
+	if (genl_connect(sk) < 0)
+		goto out;
+	nl_socket_modify_cb(sk, NL_CB_VALID, NL_CB_CUSTOM, list_msg, &lc);
+	m = nlmsg_alloc();
+	if (!m)
+		goto out;
+	genlmsg_put(m, NL_AUTO_PORT, NL_AUTO_SEQ, family, 0, NLM_F_DUMP,
+		    HEAPPROFD_CMD_SESSION_GET, HEAPPROFD_GENL_VERSION);
+	if (nl_send_auto(sk, m) >= 0)
+		nl_recvmsgs_default(sk);
+	nlmsg_free(m);
+out:
+	nl_socket_free(sk);
+}
+
+static int parse_msg(struct nl_msg *msg, void *arg)
+{
+	struct genlmsghdr *gh = nlmsg_data(nlmsg_hdr(msg));
+	struct nlattr *tb[HEAPPROFD_A_MAX + 1];
+	char comm[17] = "?";
+	uint64_t id;
+	pid_t pid;
+	uint32_t flags = 0;
+
+	(void)arg;
+	if (genlmsg_parse(nlmsg_hdr(msg), 0, tb, HEAPPROFD_A_MAX, NULL) < 0)
+		return NL_SKIP;
+	if (gh->cmd != HEAPPROFD_CMD_SESSION_NEW)
+		return NL_OK;
+	if (!tb[HEAPPROFD_A_SESSION_ID] || !tb[HEAPPROFD_A_PID])
+		return NL_SKIP;
+	id = nla_get_u64(tb[HEAPPROFD_A_SESSION_ID]);
+	pid = (pid_t)nla_get_u32(tb[HEAPPROFD_A_PID]);
+	if (tb[HEAPPROFD_A_COMM])
+		nla_strlcpy(comm, tb[HEAPPROFD_A_COMM], sizeof(comm));
+	if (tb[HEAPPROFD_A_FLAGS])
+		flags = nla_get_u32(tb[HEAPPROFD_A_FLAGS]);
+	if (tb[HEAPPROFD_A_STATE] &&
+	    nla_get_u32(tb[HEAPPROFD_A_STATE]) == HEAPPROFD_STATE_CLOSED)
+		return NL_OK;
+	session_new(id, pid, comm, flags);
+	return NL_OK;
+}
+
+static void nl_event(struct hpd_watch *w, uint32_t ev)
+{
+	int rc;
+
+	(void)w;
+	(void)ev;
+	rc = nl_recvmsgs_default(evsk);
+	if (rc < 0 && rc != -NLE_AGAIN)
+		hpd_log(HPD_DEBUG, "netlink: %s", nl_geterror(rc));
+}
+
+/* Sessions that registered before we started (SESSION_GET dump). */
+static void dump_existing(void)
+{
+	struct nl_sock *sk = nl_socket_alloc();
+	struct nl_msg *m;
+
+	if (!sk)
+		return;
+	if (genl_connect(sk) < 0)
+		goto out;
+	nl_socket_modify_cb(sk, NL_CB_VALID, NL_CB_CUSTOM, parse_msg, NULL);
+	m = nlmsg_alloc();
+	if (!m)
+		goto out;
+	genlmsg_put(m, NL_AUTO_PORT, NL_AUTO_SEQ, family, 0, NLM_F_DUMP,
+		    HEAPPROFD_CMD_SESSION_GET, HEAPPROFD_GENL_VERSION);
+	if (nl_send_auto(sk, m) >= 0)
+		nl_recvmsgs_default(sk);
+	nlmsg_free(m);
+out:
+	nl_socket_free(sk);
+}
+
+int hpd_kmod_init(void)
+{
+	int grp, rc;
+
+	devfd = open("/dev/" HEAPPROFD_DEVICE_NAME, O_RDWR | O_CLOEXEC);
+	if (devfd < 0)
+		return -errno;
+	evsk = nl_socket_alloc();
+	if (!evsk)
+		goto fail;
+	if ((rc = genl_connect(evsk)) < 0) {
+		hpd_log(HPD_WARN, "generic netlink: %s", nl_geterror(rc));
+		goto fail;
+	}
+	family = genl_ctrl_resolve(evsk, HEAPPROFD_GENL_NAME);
+	grp = genl_ctrl_resolve_grp(evsk, HEAPPROFD_GENL_NAME, HEAPPROFD_GENL_MCGRP_EVENTS);
+	if (family < 0 || grp < 0) {
+		hpd_log(HPD_WARN, "the module's netlink family \"%s\" is missing: new sessions will not be noticed",
+			HEAPPROFD_GENL_NAME);
+		goto fail;
+	}
+	nl_socket_disable_seq_check(evsk);
+	nl_socket_modify_cb(evsk, NL_CB_VALID, NL_CB_CUSTOM, parse_msg, NULL);
+	if ((rc = nl_socket_add_membership(evsk, grp)) < 0) {
+		hpd_log(HPD_WARN, "joining the events group: %s", nl_geterror(rc));
+		goto fail;
+	}
+	nl_socket_set_nonblocking(evsk);
+	nl_w.fn = nl_event;
+	hpd_loop_add(nl_socket_get_fd(evsk), EPOLLIN, &nl_w);
+	dump_existing();
+	return 0;
+fail:
+	if (evsk)
+		nl_socket_free(evsk);
+	evsk = NULL;
+	close(devfd);
+	devfd = -1;
+	return -ENOTCONN;
+}

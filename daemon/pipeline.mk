@@ -1,0 +1,58 @@
+# SPDX-License-Identifier: GPL-2.0
+# The daemon's profile pipeline (daemon/pipeline/): records -> profile files.
+# Included by daemon/Makefile; also usable on its own from daemon/:
+#   make -f pipeline.mk pipeline-lib     build/libhp_pipeline.a
+#   make -f pipeline.mk pipeline-check   tests (TAP lines), also under ASan/UBSan
+#                                        and TSan, plus a short fuzz run
+#   make -f pipeline.mk pipeline-fuzz    libFuzzer (FUZZ_RUNS=... / FUZZ_SECS=...)
+#   make -f pipeline.mk pipeline-bench   unwind cost, memory per process
+#
+# For users: PIPELINE_SRCS, PIPELINE_CFLAGS, PIPELINE_LIBS, PIPELINE_LIB.
+# Internal names start with PL_ so they never clash with the includer's.
+
+PL_MK    := $(lastword $(MAKEFILE_LIST))
+PL_ROOT  := $(abspath $(dir $(PL_MK))..)
+PL_DIR   := $(PL_ROOT)/daemon/pipeline
+PL_BUILD := $(PL_ROOT)/build
+PL_OBJ   := $(PL_BUILD)/obj/pipeline
+PL_GEN   := $(PL_BUILD)/gen/pipeline
+PL_TDIR  := $(PL_BUILD)/tests/pipeline
+PL_CC    ?= gcc
+PL_CLANG ?= clang
+
+PL_NAMES := parse hmap elf maps unwind symbolize books prof pprof render \
+	    report symbolize_cmd pipeline
+PIPELINE_SRCS   := $(PL_NAMES:%=$(PL_DIR)/%.c) $(PL_GEN)/profile.pb-c.c
+PIPELINE_CFLAGS := -I$(PL_ROOT)/daemon -I$(PL_GEN) \
+	$(shell pkg-config --cflags libunwind-ptrace libunwind-generic libdw libprotobuf-c zlib 2>/dev/null)
+PIPELINE_LIBS   := $(shell pkg-config --libs libunwind-ptrace libunwind-generic libunwind libdw libelf libprotobuf-c zlib 2>/dev/null || \
+		     echo -lunwind-ptrace -lunwind-generic -lunwind -ldw -lelf -lprotobuf-c -lz) \
+		   -lstdc++ -pthread
+PIPELINE_LIB    := $(PL_BUILD)/libhp_pipeline.a
+
+PL_WARN   := -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -pthread
+PL_CFLAGS := -O2 -g -fasynchronous-unwind-tables $(PL_WARN) $(PIPELINE_CFLAGS)
+PL_HDRS   := $(wildcard $(PL_DIR)/*.h) $(PL_ROOT)/uapi/linux/heapprofd.h $(PL_GEN)/profile.pb-c.h
+PL_OBJS   := $(PL_NAMES:%=$(PL_OBJ)/%.o) $(PL_OBJ)/profile.pb-c.o
+
+.PHONY: pipeline-lib pipeline-check pipeline-fuzz pipeline-bench pipeline-clean
+
+pipeline-lib: $(PIPELINE_LIB)
+
+$(PL_GEN)/profile.pb-c.c $(PL_GEN)/profile.pb-c.h: $(PL_DIR)/profile.proto
+	@mkdir -p $(PL_GEN)
+	cd $(PL_DIR) && protoc-c --c_out=$(PL_GEN) profile.proto
+
+$(PL_OBJ)/%.o: $(PL_DIR)/%.c $(PL_HDRS)
+	@mkdir -p $(PL_OBJ)
+	$(PL_CC) $(PL_CFLAGS) -c $< -o $@
+
+$(PL_OBJ)/profile.pb-c.o: $(PL_GEN)/profile.pb-c.c $(PL_GEN)/profile.pb-c.h
+	@mkdir -p $(PL_OBJ)
+	$(PL_CC) -O2 -g -fPIC $(PIPELINE_CFLAGS) -c $< -o $@
+
+$(PIPELINE_LIB): $(PL_OBJS)
+	@rm -f $@
+	ar rcs $@ $(PL_OBJS)
+
+include $(PL_DIR)/tests/tests.mk

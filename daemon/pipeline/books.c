@@ -1,0 +1,532 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The books of one process. Touched only by the bookkeeping thread (seed
+ * 004: queue-based, no locks on the books).
+ *
+ * Per heap, a call-site tree whose nodes point to their parents; frames are
+ * interned per process, so a repeated stack costs one hash lookup per frame
+ * and no memory. Each node holds the estimates of the allocations whose
+ * stack ends there (self values).
+ *
+ * Frees are matched to mallocs in sequence order:
+ *   - a malloc at an address that is still live replaces an older live entry
+ *     (the address was reused, so the older one was freed; its free record
+ *     was dropped or is late); a malloc older than the live entry was freed
+ *     already and is accounted as allocated and freed;
+ *   - a free older than the live malloc at its address is ignored (it freed
+ *     an earlier allocation);
+ *   - a free with no live malloc waits (pending) for a malloc with a lower
+ *     seq that is still being unwound; pending frees that stay unmatched
+ *     for HP_PENDING_WINDOW events are dropped (they freed memory allocated
+ *     before profiling began).
+ *
+ * The peak: every new maximum of the in-use bytes starts a new "peak
+ * generation". Before a node changes for the first time after a peak it
+ * saves its values, so the state at the peak costs O(1) per event and the
+ * state at the peak is (saved values if the node changed since, else the
+ * current ones).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define HP_PENDING_WINDOW	65536
+/* Bounds against a hostile or runaway process (memory of the daemon). */
+#define HP_MAX_NODES		(4U << 20)
+#define HP_MAX_LIVE		(16U << 20)
+
+struct counts {
+	double alloc_n, free_n, inuse_n;
+	int64_t alloc_b, free_b, inuse_b, alloc_u, inuse_u;
+};
+
+struct frame {
+	struct hp_elf *elf;
+	uint64_t pc, bias;
+	int is_ip;		/* the sampled ip itself, not a return address */
+};
+
+struct node {
+	struct node *parent;
+	struct frame *frame;
+	struct counts cur, peak;
+	uint64_t snap_gen;
+	struct node *next_all;
+	int listed;		/* on its heap's list of nodes with self values */
+};
+
+struct live {
+	struct node *node;
+	int64_t est, usable;
+	double objs;
+	uint64_t seq;
+};
+
+struct pending {
+	uint64_t seq;
+	uint64_t born;
+};
+
+struct heap {
+	uint32_t id;
+	char name[32];
+	struct node root;
+	struct node *all;	/* every node with self values */
+	size_t nnodes;
+};
+
+struct hp_books {
+	struct hp_hmap frames;		/* (elf, vaddr|pc) -> frame */
+	struct hp_hmap children;	/* (parent, frame) -> node */
+	struct hp_hmap live;		/* (addr, heap) -> live */
+	struct hp_hmap pending;		/* (addr, heap) -> pending */
+	struct heap *heaps[HEAPPROFD_HEAP_MAX + 1];
+	int64_t inuse_total, peak_total;
+	uint64_t peak_gen;
+	uint64_t events;
+	uint64_t unmatched_frees;
+	size_t nframes, nnodes;
+	int dump_at_max;
+};
+
+struct hp_books *hp_books_new(int dump_at_max)
+{
+	struct hp_books *b = calloc(1, sizeof(*b));
+
+	if (b)
+		b->dump_at_max = dump_at_max;
+	return b;
+}
+
+static void free_all(struct hp_hmap *m)
+{
+	struct hp_hent *e;
+
+	hp_hmap_for_each(m, e)
+		free(e->v);
+	hp_hmap_free(m);
+}
+
+void hp_books_free(struct hp_books *b)
+{
+	struct hp_hent *e;
+	int i;
+
+	if (!b)
+		return;
+	hp_hmap_for_each(&b->frames, e)
+		hp_elf_put(((struct frame *)e->v)->elf);
+	free_all(&b->frames);
+	free_all(&b->children);
+	free_all(&b->live);
+	free_all(&b->pending);
+	for (i = 0; i <= HEAPPROFD_HEAP_MAX; i++)
+		free(b->heaps[i]);
+	free(b);
+}
+
+static struct heap *get_heap(struct hp_books *b, uint32_t id)
+{
+	struct heap *h;
+
+	if (id > HEAPPROFD_HEAP_MAX)
+		return NULL;
+	h = b->heaps[id];
+	if (h)
+		return h;
+	h = calloc(1, sizeof(*h));
+	if (!h)
+		return NULL;
+	h->id = id;
+	if (id == HEAPPROFD_HEAP_MALLOC)
+		strcpy(h->name, "libc.malloc");
+	else if (id == HEAPPROFD_HEAP_DMABUF)
+		strcpy(h->name, "dmabuf");
+	else
+		snprintf(h->name, sizeof(h->name), "heap%u", id);
+	h->root.snap_gen = (uint64_t)-1;
+	b->heaps[id] = h;
+	return h;
+}
+
+void hp_books_heap(struct hp_books *b, const struct heapprofd_rec_heap *r)
+{
+	struct heap *h = get_heap(b, r->heap_id);
+
+	if (h)
+		snprintf(h->name, sizeof(h->name), "%s", r->name);
+}
+
+static struct frame *intern_frame(struct hp_books *b, const struct hp_uframe *f,
+				  int is_ip)
+{
+	uint64_t k2 = f->elf ? f->pc - f->bias : f->pc;
+	struct frame *fr;
+
+	k2 = k2 << 1 | (uint64_t)is_ip;
+	fr = hp_hmap_get(&b->frames, (uintptr_t)f->elf, k2);
+	if (fr)
+		return fr;
+	fr = calloc(1, sizeof(*fr));
+	if (!fr)
+		return NULL;
+	fr->elf = hp_elf_ref(f->elf);
+	fr->pc = f->pc;
+	fr->bias = f->bias;
+	fr->is_ip = is_ip;
+	if (hp_hmap_put(&b->frames, (uintptr_t)f->elf, k2, fr)) {
+		hp_elf_put(fr->elf);
+		free(fr);
+		return NULL;
+	}
+	b->nframes++;
+	return fr;
+}
+
+static struct node *child(struct hp_books *b, struct node *parent, struct frame *fr)
+{
+	struct node *n = hp_hmap_get(&b->children, (uintptr_t)parent, (uintptr_t)fr);
+
+	if (n)
+		return n;
+	if (b->nnodes >= HP_MAX_NODES)
+		return NULL;
+	n = calloc(1, sizeof(*n));
+	if (!n)
+		return NULL;
+	n->parent = parent;
+	n->frame = fr;
+	n->snap_gen = (uint64_t)-1;
+	if (hp_hmap_put(&b->children, (uintptr_t)parent, (uintptr_t)fr, n)) {
+		free(n);
+		return NULL;
+	}
+	b->nnodes++;
+	return n;
+}
+
+/* The client's own frames (its malloc wrapper) say nothing about the caller. */
+static int is_client_frame(const struct hp_uframe *f)
+{
+	return f->elf && strstr(f->elf->path, "libheapprofd_client");
+}
+
+static void touch(struct hp_books *b, struct node *n)
+{
+	if (n->snap_gen != b->peak_gen) {
+		n->peak = n->cur;
+		n->snap_gen = b->peak_gen;
+	}
+}
+
+static void account_free(struct hp_books *b, struct live *l)
+{
+	struct node *n = l->node;
+
+	touch(b, n);
+	n->cur.free_n += l->objs;
+	n->cur.free_b += l->est;
+	n->cur.inuse_n -= l->objs;
+	n->cur.inuse_b -= l->est;
+	n->cur.inuse_u -= l->usable;
+	b->inuse_total -= l->est;
+}
+
+static void expire_pending(struct hp_books *b);
+
+static void tick(struct hp_books *b)
+{
+	b->events++;
+	if ((b->events & (HP_PENDING_WINDOW - 1)) == 0 && b->pending.n)
+		expire_pending(b);
+}
+
+static void expire_pending(struct hp_books *b)
+{
+	struct hp_hmap keep = { 0 };
+	struct hp_hent *e;
+
+	hp_hmap_for_each(&b->pending, e) {
+		struct pending *p = e->v;
+
+		if (b->events - p->born > HP_PENDING_WINDOW || hp_hmap_put(&keep, e->k1, e->k2, p)) {
+			free(p);
+			b->unmatched_frees++;
+		}
+	}
+	hp_hmap_free(&b->pending);
+	b->pending = keep;
+}
+
+void hp_books_alloc(struct hp_books *b, const struct heapprofd_rec_alloc *a,
+		    struct hp_uframe *frames, int nframes)
+{
+	struct heap *h = get_heap(b, a->heap_id);
+	struct node *n;
+	struct live *l, *old;
+	struct pending *pf;
+	int i, first = 0, freed_already = 0;
+	unsigned __int128 u;
+
+	tick(b);
+	if (!h)
+		goto out;
+	while (first < nframes - 1 && is_client_frame(&frames[first]))
+		first++;
+	n = &h->root;
+	if (a->hdr.flags & HEAPPROFD_ALLOC_STACK_TRUNCATED) {
+		/* The outermost frames are missing: say so at the root. */
+		struct hp_uframe mark = { .pc = 0 };
+		struct frame *fr = intern_frame(b, &mark, 0);
+		struct node *c = fr ? child(b, n, fr) : NULL;
+
+		if (c)
+			n = c;
+	}
+	for (i = nframes - 1; i >= first; i--) {
+		struct frame *fr = intern_frame(b, &frames[i], i == 0);
+		struct node *c = fr ? child(b, n, fr) : NULL;
+
+		if (!c)
+			break;	/* out of memory or over the bound: charge the caller */
+		n = c;
+	}
+	if (!n->listed) {
+		n->listed = 1;
+		n->next_all = h->all;
+		h->all = n;
+		h->nnodes++;
+	}
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		goto out;
+	l->node = n;
+	l->est = (int64_t)a->est_size;
+	u = a->req_size ? (unsigned __int128)a->est_size *
+			  (a->usable_size > a->req_size ? a->usable_size : a->req_size) /
+			  a->req_size : a->est_size;
+	l->usable = u > (unsigned __int128)INT64_MAX ? INT64_MAX : (int64_t)u;
+	l->objs = (a->hdr.flags & HEAPPROFD_ALLOC_EXACT) || !a->req_size ||
+		  a->est_size <= a->req_size ? 1.0 : (double)a->est_size / (double)a->req_size;
+	l->seq = a->seq;
+
+	touch(b, n);
+	n->cur.alloc_n += l->objs;
+	n->cur.alloc_b += l->est;
+	n->cur.alloc_u += l->usable;
+
+	pf = hp_hmap_get(&b->pending, a->addr, a->heap_id);
+	if (pf && pf->seq > a->seq) {
+		/* Its free came first (this malloc was being unwound). */
+		hp_hmap_del(&b->pending, a->addr, a->heap_id);
+		free(pf);
+		freed_already = 1;
+	}
+	old = freed_already ? NULL : hp_hmap_get(&b->live, a->addr, a->heap_id);
+	if (old && old->seq > a->seq)
+		freed_already = 1;	/* a newer malloc holds the address */
+	if (freed_already) {
+		n->cur.free_n += l->objs;
+		n->cur.free_b += l->est;
+		free(l);
+		goto out;
+	}
+	if (old) {
+		/* Address reused: the old allocation was freed, its free lost. */
+		account_free(b, old);
+		free(old);
+	}
+	if (b->live.n >= HP_MAX_LIVE || hp_hmap_put(&b->live, a->addr, a->heap_id, l)) {
+		n->cur.free_n += l->objs;
+		n->cur.free_b += l->est;
+		free(l);
+		goto out;
+	}
+	n->cur.inuse_n += l->objs;
+	n->cur.inuse_b += l->est;
+	n->cur.inuse_u += l->usable;
+	b->inuse_total += l->est;
+	if (b->inuse_total > b->peak_total) {
+		b->peak_total = b->inuse_total;
+		b->peak_gen++;
+	}
+out:
+	for (i = 0; i < nframes; i++)
+		hp_elf_put(frames[i].elf);
+}
+
+void hp_books_free_rec(struct hp_books *b, const struct heapprofd_rec_free *f)
+{
+	struct live *l = hp_hmap_get(&b->live, f->addr, f->heap_id);
+	struct pending *p;
+
+	tick(b);
+	if (l) {
+		if (l->seq > f->seq)
+			return;		/* frees an earlier allocation */
+		hp_hmap_del(&b->live, f->addr, f->heap_id);
+		account_free(b, l);
+		free(l);
+		return;
+	}
+	p = hp_hmap_get(&b->pending, f->addr, f->heap_id);
+	if (p) {
+		if (f->seq > p->seq)
+			p->seq = f->seq;
+		return;
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return;
+	p->seq = f->seq;
+	p->born = b->events;
+	if (hp_hmap_put(&b->pending, f->addr, f->heap_id, p))
+		free(p);
+}
+
+void hp_books_stats(const struct hp_books *b, uint64_t *live, uint64_t *unmatched)
+{
+	*live = b->live.n;
+	*unmatched = b->unmatched_frees + b->pending.n;
+}
+
+size_t hp_books_mem(const struct hp_books *b)
+{
+	const size_t ovh = 16;	/* malloc's own bookkeeping per chunk */
+	size_t heaps = 0;
+
+	for (int i = 0; i <= HEAPPROFD_HEAP_MAX; i++)
+		heaps += b->heaps[i] ? sizeof(struct heap) + ovh : 0;
+	return sizeof(*b) + heaps +
+	       (b->frames.cap + b->children.cap + b->live.cap + b->pending.cap) *
+		       sizeof(struct hp_hent) +
+	       b->nframes * (sizeof(struct frame) + ovh) +
+	       b->nnodes * (sizeof(struct node) + ovh) +
+	       b->live.n * (sizeof(struct live) + ovh) +
+	       b->pending.n * (sizeof(struct pending) + ovh);
+}
+
+/* ---- export ------------------------------------------------------------ */
+
+struct exp {
+	struct hp_prof *p;
+	struct hp_hmap locs;	/* frame -> loc index + 1 */
+	struct hp_hmap maps;	/* (elf, bias) -> map index + 1 */
+	int symbols;
+};
+
+static uint32_t map_of(struct exp *x, const struct frame *f)
+{
+	uintptr_t v = (uintptr_t)hp_hmap_get(&x->maps, (uintptr_t)f->elf, f->bias);
+	struct hp_prof_map m = { 0 };
+	char bid[160];
+
+	if (v)
+		return (uint32_t)v;
+	hp_elf_build_id_hex(f->elf, bid, sizeof(bid));
+	m.start = f->elf->text_lo + f->bias;
+	m.limit = f->elf->text_hi + f->bias;
+	m.off = f->elf->text_off;
+	m.file = f->elf->path;
+	m.build_id = bid[0] ? bid : NULL;
+	v = hp_prof_add_map(x->p, &m);
+	if (v)
+		hp_hmap_put(&x->maps, (uintptr_t)f->elf, f->bias, (void *)v);
+	return (uint32_t)v;
+}
+
+static uint32_t loc_of(struct exp *x, const struct frame *f)
+{
+	uintptr_t v = (uintptr_t)hp_hmap_get(&x->locs, (uintptr_t)f, 0);
+	struct hp_prof_loc l = { 0 };
+	uint64_t lookup = f->pc - (f->is_ip ? 0 : 1);
+
+	if (v)
+		return (uint32_t)v - 1;
+	l.addr = lookup;
+	if (!f->elf && !f->pc) {
+		l.func = "[stack truncated]";
+		l.addr = 0;
+	} else if (f->elf) {
+		l.map = map_of(x, f);
+		if (x->symbols) {
+			const struct hp_sym *s = hp_symbolize(f->elf, lookup - f->bias);
+			struct hp_prof_line inl[32];
+
+			if (s) {
+				l.func = s->func;
+				l.file = s->file;
+				l.line = s->line;
+				for (s = s->caller; s && l.ninl < 32; s = s->caller) {
+					inl[l.ninl].func = s->func;
+					inl[l.ninl].file = s->file;
+					inl[l.ninl].line = s->line;
+					l.ninl++;
+				}
+				l.inl_src = inl;
+			}
+			v = hp_prof_add_loc(x->p, &l);
+			hp_hmap_put(&x->locs, (uintptr_t)f, 0, (void *)(v + 1));
+			return (uint32_t)v;
+		}
+	}
+	v = hp_prof_add_loc(x->p, &l);
+	hp_hmap_put(&x->locs, (uintptr_t)f, 0, (void *)(v + 1));
+	return (uint32_t)v;
+}
+
+void hp_books_export(struct hp_books *b, struct hp_prof *out, unsigned which,
+		     int symbols)
+{
+	struct exp x = { .p = out, .symbols = symbols };
+	uint32_t *stk = NULL;
+	size_t cap = 0;
+	int i;
+
+	if (b->pending.n)
+		expire_pending(b);
+	for (i = 0; i <= HEAPPROFD_HEAP_MAX; i++) {
+		struct heap *h = b->heaps[i];
+		struct node *n;
+
+		if (!h)
+			continue;
+		for (n = h->all; n; n = n->next_all) {
+			const struct counts *c = &n->cur;
+			int64_t v[HP_NV];
+			uint32_t depth = 0;
+			struct node *q;
+
+			if (which == HP_DUMP_PEAK && n->snap_gen == b->peak_gen)
+				c = &n->peak;
+			v[HP_V_ALLOC_OBJ] = (int64_t)(c->alloc_n + 0.5);
+			v[HP_V_ALLOC_SPACE] = c->alloc_b;
+			v[HP_V_INUSE_OBJ] = (int64_t)(c->inuse_n + 0.5);
+			v[HP_V_INUSE_SPACE] = c->inuse_b;
+			v[HP_V_ALLOC_USABLE] = c->alloc_u;
+			v[HP_V_INUSE_USABLE] = c->inuse_u;
+			if (!v[HP_V_ALLOC_SPACE] && !v[HP_V_INUSE_SPACE])
+				continue;
+			for (q = n; q && q->frame; q = q->parent) {
+				if (depth == cap) {
+					uint32_t *ns;
+
+					cap = cap ? cap * 2 : 64;
+					ns = realloc(stk, cap * sizeof(*ns));
+					if (!ns)
+						goto done;
+					stk = ns;
+				}
+				stk[depth++] = loc_of(&x, q->frame);
+			}
+			hp_prof_add_sample(out, stk, depth, v, h->name);
+		}
+	}
+done:
+	hp_prof_add_comment(out, "peak in-use bytes (estimated): %lld",
+			    (long long)b->peak_total);
+	free(stk);
+	hp_hmap_free(&x.locs);
+	hp_hmap_free(&x.maps);
+}

@@ -1,0 +1,302 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Internal interfaces of the pipeline (daemon/pipeline/). Not for SERVICE.
+ *
+ *   parse.c      record validation
+ *   hmap.c       a small hash map with 128-bit keys (everything is keyed so)
+ *   elf.c        the ELF file cache (opened at maps-snapshot time, kept open)
+ *   maps.c       per-process /proc/<pid>/maps snapshots
+ *   unwind.c     libunwind remote unwinding over copied stacks
+ *   symbolize.c  libdwfl function/file:line lookup, demangling
+ *   books.c      call-site trees, live allocations, peaks (books thread only)
+ *   pipeline.c   threads, queues and the public API
+ *   prof.c       the in-memory profile all writers and readers share
+ *   pprof.c      pprof (profile.proto) write and read
+ *   render.c     folded stacks, SVG flame graph, text table
+ *   report.c, symbolize_cmd.c   the heapprofctl subcommands
+ */
+#ifndef HEAPPROFD_PIPELINE_INTERNAL_H
+#define HEAPPROFD_PIPELINE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdint.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "pipeline.h"
+
+#define HP_DEFAULT_MAX_FRAMES	128
+#define HP_MAX_FRAMES_LIMIT	512
+
+/* ---- parse.c ---------------------------------------------------------- */
+
+struct hp_parsed {
+	uint16_t type;
+	const struct heapprofd_rec_alloc *alloc;	/* point into the record */
+	const struct heapprofd_rec_free *free;
+	const struct heapprofd_rec_heap *heap;
+	const struct heapprofd_rec_maps *maps;
+	const uint8_t *stack;				/* alloc: copied stack */
+	uint32_t stack_len;
+};
+
+/* 0: usable; 1: valid but to be ignored (kernel types); -1: malformed. */
+int hp_parse_record(const void *rec, size_t len, struct hp_parsed *out,
+		    char *why, size_t whylen);
+
+/* ---- hmap.c ------------------------------------------------------------ */
+
+struct hp_hent {
+	uint64_t k1, k2;
+	void *v;		/* NULL: empty slot */
+};
+
+struct hp_hmap {
+	struct hp_hent *t;
+	size_t cap;		/* power of two or 0 */
+	size_t n;
+};
+
+void *hp_hmap_get(const struct hp_hmap *m, uint64_t k1, uint64_t k2);
+int hp_hmap_put(struct hp_hmap *m, uint64_t k1, uint64_t k2, void *v);	/* replaces */
+void *hp_hmap_del(struct hp_hmap *m, uint64_t k1, uint64_t k2);
+void hp_hmap_free(struct hp_hmap *m);
+#define hp_hmap_for_each(m, e) \
+	for ((e) = (m)->t; (m)->t && (e) < (m)->t + (m)->cap; (e)++) if ((e)->v)
+
+uint64_t hp_hash_str(const char *s);
+
+/* Interned strings: one copy of each, freed with the table. */
+struct hp_strtab {
+	struct hp_hmap m;
+};
+const char *hp_intern(struct hp_strtab *t, const char *s);
+void hp_strtab_free(struct hp_strtab *t);
+
+/* ---- elf.c ------------------------------------------------------------- */
+
+#define HP_ELF_MAX_SEGS 16
+
+struct hp_sym {
+	const char *func;	/* demangled; NULL if unknown */
+	const char *file;	/* NULL if no line info */
+	int line;
+	/* func was inlined: the function it was inlined into, at the call */
+	struct hp_sym *caller;
+};
+
+struct hp_elf {
+	int refs;		/* atomic */
+	dev_t dev;
+	ino_t ino;
+	char *path;
+	int fd;			/* -1 once mapped, unless the path cannot reopen it */
+	const uint8_t *img;	/* whole file, read-only */
+	size_t size;
+	uint8_t build_id[64];
+	size_t build_id_len;
+	uint64_t build_id_vaddr;	/* where the id's bytes are loaded; 0 unknown */
+	int is_dyn;
+	struct {
+		uint64_t vaddr, memsz, off, filesz;
+		uint32_t flags;
+	} seg[HP_ELF_MAX_SEGS];
+	int nseg;
+	uint64_t text_lo, text_hi;	/* vaddr range of executable PT_LOADs */
+	uint64_t text_off;		/* file offset of text_lo */
+	int has_ehf;			/* .eh_frame_hdr usable for lookups */
+	uint64_t ehf_vaddr, ehf_table_vaddr, ehf_count;
+	struct hp_elfcache *cache;
+	struct hp_elf *next;
+	/* symbolization state: one thread at a time (books thread / cmd) */
+	pthread_mutex_t sym_lock;
+	void *dwfl;
+	void *dwmod;
+	int dwfl_state;			/* 0 untried, 1 ok, -1 failed */
+	struct hp_hmap syms;		/* vaddr -> struct hp_sym */
+	struct hp_strtab strs;
+};
+
+struct hp_elfcache {
+	pthread_mutex_t lock;
+	struct hp_elf *head;
+};
+
+void hp_elfcache_init(struct hp_elfcache *c);
+void hp_elfcache_fini(struct hp_elfcache *c);
+/*
+ * Open and map an ELF file. If dev/ino are nonzero the file must be that
+ * inode (what /proc/<pid>/maps listed). c may be NULL (no sharing).
+ */
+struct hp_elf *hp_elf_open(struct hp_elfcache *c, const char *path, int fd,
+			   dev_t dev, ino_t ino);
+struct hp_elf *hp_elf_ref(struct hp_elf *e);
+void hp_elf_put(struct hp_elf *e);
+/* File offset <-> ELF virtual address through the PT_LOAD segments. */
+int hp_elf_off_to_vaddr(const struct hp_elf *e, uint64_t off, uint64_t *vaddr);
+int hp_elf_vaddr_to_off(const struct hp_elf *e, uint64_t vaddr, uint64_t *off);
+/* Read from the file image at a virtual address (for the unwinder). */
+int hp_elf_read_vaddr(const struct hp_elf *e, uint64_t vaddr, void *dst, size_t n);
+/* "abcd..." hex build id into buf (>= 2*64+1) */
+void hp_elf_build_id_hex(const struct hp_elf *e, char *buf, size_t len);
+int hp_parse_build_id_note(const uint8_t *p, size_t len, uint8_t *out, size_t *outlen,
+			   size_t *desc_off);
+
+/* ---- symbolize.c ------------------------------------------------------- */
+
+/* Symbolize vaddr (an ELF virtual address) in e; results cached in e. */
+const struct hp_sym *hp_symbolize(struct hp_elf *e, uint64_t vaddr);
+char *hp_demangle(const char *name);	/* malloc'd or NULL */
+void hp_symbolize_release(struct hp_elf *e);
+
+/* ---- maps.c ------------------------------------------------------------ */
+
+struct hp_mapping {
+	uint64_t start, end, off;
+	unsigned prot;		/* 1 r, 2 w, 4 x */
+	char *path;		/* NULL: anonymous */
+	struct hp_elf *elf;	/* NULL if not an ELF we could open */
+	uint64_t bias;		/* process address - ELF vaddr */
+	int bias_ok;
+};
+
+struct hp_maps {
+	struct hp_mapping *m;
+	size_t n;
+};
+
+int hp_maps_read(struct hp_maps *out, const struct hp_maps *old, int maps_fd,
+		 pid_t pid, int exe_fd, int mem_fd, struct hp_elfcache *c);
+const struct hp_mapping *hp_maps_find(const struct hp_maps *mp, uint64_t addr);
+int hp_maps_copy(struct hp_maps *out, const struct hp_maps *in);	/* refs the ELFs */
+void hp_maps_free(struct hp_maps *mp);
+int hp_maps_parse_line(const char *line, struct hp_mapping *m, char *path,
+		       size_t pathlen, unsigned *maj, unsigned *min,
+		       unsigned long *ino);
+
+/* ---- unwind.c ---------------------------------------------------------- */
+
+struct hp_uframe {
+	uint64_t pc;		/* as found; return addresses for frames > 0 */
+	struct hp_elf *elf;	/* a reference, or NULL */
+	uint64_t bias;
+};
+
+struct hp_unwinder;
+struct hp_unwinder *hp_unwinder_new(pid_t pid, int maps_fd, int mem_fd,
+				    int exe_fd, struct hp_elfcache *c);
+void hp_unwinder_free(struct hp_unwinder *u);	/* closes the fds */
+/* Another unwinder for the same process (another worker): its own address
+ * space and caches, duplicated fds, a copy of the current maps snapshot. */
+struct hp_unwinder *hp_unwinder_clone(const struct hp_unwinder *u);
+void hp_unwinder_maps_changed(struct hp_unwinder *u);
+/* Returns the number of frames (>= 1 when pc is known), references taken. */
+int hp_unwind(struct hp_unwinder *u, const struct heapprofd_rec_alloc *a,
+	      const uint8_t *stack, uint32_t stack_len, struct hp_uframe *out,
+	      int max);
+uint64_t hp_unwinder_reloads(const struct hp_unwinder *u);
+size_t hp_unwinder_mem(const struct hp_unwinder *u);
+
+/* ---- prof.c: the shared in-memory profile ------------------------------ */
+
+enum {
+	HP_V_ALLOC_OBJ, HP_V_ALLOC_SPACE, HP_V_INUSE_OBJ, HP_V_INUSE_SPACE,
+	HP_V_ALLOC_USABLE, HP_V_INUSE_USABLE, HP_NV
+};
+extern const char *const hp_v_names[HP_NV];
+extern const char *const hp_v_units[HP_NV];
+
+struct hp_prof_map {
+	uint64_t start, limit, off;
+	const char *file, *build_id;	/* build id as hex */
+};
+
+struct hp_prof_line {
+	const char *func, *file;
+	int64_t line;
+};
+
+struct hp_prof_loc {
+	uint64_t addr;
+	uint32_t map;		/* index + 1, 0 = none */
+	const char *func;	/* NULL = unknown; the innermost (inlined) function */
+	const char *file;
+	int64_t line;
+	/* the functions func was inlined into, innermost first: p->lines[inl..] */
+	uint32_t inl, ninl;
+	const struct hp_prof_line *inl_src;	/* hp_prof_add_loc input only */
+};
+
+struct hp_prof_sample {
+	uint32_t *locs;		/* location indexes, leaf first */
+	uint32_t nlocs;
+	int64_t v[HP_NV];
+	const char *heap;
+};
+
+struct hp_prof {
+	struct hp_prof_map *maps;
+	size_t nmaps, cmaps;
+	struct hp_prof_loc *locs;
+	size_t nlocs, clocs;
+	struct hp_prof_sample *samples;
+	size_t nsamples, csamples;
+	const char **comments;
+	size_t ncomments, ccomments;
+	struct hp_prof_line *lines;	/* inline callers of locations */
+	size_t nlines, clines;
+	int64_t time_ns, period;
+	int has_v[HP_NV];	/* reader: which values the file carried */
+	struct hp_strtab strs;
+};
+
+void hp_prof_init(struct hp_prof *p);
+void hp_prof_free(struct hp_prof *p);
+const char *hp_prof_str(struct hp_prof *p, const char *s);	/* interned, NULL ok */
+uint32_t hp_prof_add_map(struct hp_prof *p, const struct hp_prof_map *m);
+uint32_t hp_prof_add_loc(struct hp_prof *p, const struct hp_prof_loc *l);
+int hp_prof_add_sample(struct hp_prof *p, const uint32_t *locs, uint32_t n,
+		       const int64_t *v, const char *heap);
+void hp_prof_add_comment(struct hp_prof *p, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* "func" or "0xaddr (file)" for display */
+const char *hp_prof_loc_name(const struct hp_prof *p, uint32_t loc, char *buf,
+			     size_t len);
+/* Frames of a location, innermost first: 0 is the location's own name,
+ * 1.. the functions it was inlined into. Returns the count (>= 1). */
+uint32_t hp_prof_loc_frames(const struct hp_prof *p, uint32_t loc);
+void hp_prof_set_inline(struct hp_prof *p, uint32_t loc, const struct hp_prof_line *src,
+			uint32_t n);
+const char *hp_prof_loc_frame(const struct hp_prof *p, uint32_t loc, uint32_t k,
+			      char *buf, size_t len);
+
+/* ---- pprof.c / render.c ---------------------------------------------- */
+
+int hp_pprof_write(const struct hp_prof *p, const char *path);
+int hp_pprof_read(struct hp_prof *p, const char *path, char *why, size_t wl);
+/* buf: the uncompressed profile.proto message (untrusted) */
+int hp_pprof_parse(struct hp_prof *p, const uint8_t *buf, size_t len, char *why, size_t wl);
+int hp_folded_write(const struct hp_prof *p, int metric, FILE *f);
+int hp_svg_write(const struct hp_prof *p, int metric, const char *title, FILE *f);
+int hp_text_write(const struct hp_prof *p, int top, FILE *f);
+int hp_prof_metric(const struct hp_prof *p);	/* inuse_space unless all 0 */
+int hp_write_file(const char *path, int (*fn)(const struct hp_prof *, int, FILE *),
+		  const struct hp_prof *p, int arg);
+
+/* ---- books.c ------------------------------------------------------------ */
+
+struct hp_books;
+struct hp_books *hp_books_new(int dump_at_max);
+void hp_books_free(struct hp_books *b);
+void hp_books_alloc(struct hp_books *b, const struct heapprofd_rec_alloc *a,
+		    struct hp_uframe *frames, int nframes);	/* takes the refs */
+void hp_books_free_rec(struct hp_books *b, const struct heapprofd_rec_free *f);
+void hp_books_heap(struct hp_books *b, const struct heapprofd_rec_heap *h);
+/* which: HP_DUMP_NOW or HP_DUMP_PEAK */
+void hp_books_export(struct hp_books *b, struct hp_prof *out, unsigned which,
+		     int symbols);
+void hp_books_stats(const struct hp_books *b, uint64_t *live, uint64_t *unmatched);
+size_t hp_books_mem(const struct hp_books *b);
+
+#endif

@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Record validation. The caller copied the record out of shared memory, but
+ * the producer is untrusted: every field is checked here before anything
+ * else looks at it. Sizes that cannot be real end the session.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* Nothing real is this big; a bigger size is garbage (2^48 bytes). */
+#define HP_SIZE_LIMIT	(1ULL << 48)
+
+static int bad(char *why, size_t wl, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (why && wl) {
+		va_start(ap, fmt);
+		vsnprintf(why, wl, fmt, ap);
+		va_end(ap);
+	}
+	return -1;
+}
+
+static int check_alloc(const uint8_t *p, size_t len, struct hp_parsed *o,
+		       char *why, size_t wl)
+{
+	const struct heapprofd_rec_alloc *a = (const void *)p;
+	uint64_t sp;
+
+	if (len < sizeof(*a))
+		return bad(why, wl, "alloc record too short (%zu < %zu)", len, sizeof(*a));
+	if (a->hdr.flags & ~(HEAPPROFD_ALLOC_STACK_TRUNCATED | HEAPPROFD_ALLOC_EXACT))
+		return bad(why, wl, "alloc record has unknown flags 0x%x", a->hdr.flags);
+#if defined(__x86_64__)
+	if (a->arch != HEAPPROFD_ARCH_X86_64)
+		return bad(why, wl, "alloc record arch %u: this daemon unwinds x86_64 only", a->arch);
+	if (a->nregs < HEAPPROFD_X86_64_NREGS || a->nregs > HEAPPROFD_MAX_REGS)
+		return bad(why, wl, "alloc record nregs %u out of range", a->nregs);
+	sp = a->regs[HEAPPROFD_X86_64_SP];
+#elif defined(__aarch64__)
+	if (a->arch != HEAPPROFD_ARCH_AARCH64)
+		return bad(why, wl, "alloc record arch %u: this daemon unwinds aarch64 only", a->arch);
+	if (a->nregs < 4 || a->nregs > HEAPPROFD_MAX_REGS)
+		return bad(why, wl, "alloc record nregs %u out of range", a->nregs);
+	sp = a->regs[1];
+#else
+#error "unsupported architecture"
+#endif
+	if (a->stack_len > len - sizeof(*a))
+		return bad(why, wl, "alloc record stack_len %u exceeds record (%zu bytes)",
+			   a->stack_len, len);
+	if (sp + a->stack_len < sp)
+		return bad(why, wl, "alloc record stack wraps the address space");
+	if (a->stack_top && sp + a->stack_len > a->stack_top)
+		return bad(why, wl, "alloc record stack extends past stack_top");
+	if (a->heap_id > HEAPPROFD_HEAP_MAX)
+		return bad(why, wl, "alloc record heap id %u > %u", a->heap_id, HEAPPROFD_HEAP_MAX);
+	if (!a->addr)
+		return bad(why, wl, "alloc record for address 0");
+	if (a->req_size >= HP_SIZE_LIMIT || a->usable_size >= HP_SIZE_LIMIT ||
+	    a->est_size >= HP_SIZE_LIMIT)
+		return bad(why, wl, "alloc record with an impossible size");
+	if (!a->est_size)
+		return bad(why, wl, "alloc record stands for 0 bytes");
+	if (!a->interval || a->interval >= HP_SIZE_LIMIT)
+		return bad(why, wl, "alloc record interval %llu out of range",
+			   (unsigned long long)a->interval);
+	if (!(a->hdr.flags & HEAPPROFD_ALLOC_EXACT) && !a->count)
+		return bad(why, wl, "sampled alloc record with count 0");
+	o->alloc = a;
+	o->stack = p + sizeof(*a);
+	o->stack_len = a->stack_len;
+	return 0;
+}
+
+int hp_parse_record(const void *rec, size_t len, struct hp_parsed *o,
+		    char *why, size_t wl)
+{
+	const uint8_t *p = rec;
+	struct heapprofd_rec_hdr h;
+	uint32_t rlen;
+
+	memset(o, 0, sizeof(*o));
+	if (!rec || len < sizeof(h))
+		return bad(why, wl, "record shorter than its header (%zu bytes)", len);
+	if (len > HEAPPROFD_REC_LEN_MASK)
+		return bad(why, wl, "record longer than any ring (%zu bytes)", len);
+	memcpy(&h, p, sizeof(h));
+	if (h.len & (HEAPPROFD_REC_BUSY | HEAPPROFD_REC_DISCARD))
+		return bad(why, wl, "record still busy or discarded (len word 0x%x)", h.len);
+	rlen = h.len & HEAPPROFD_REC_LEN_MASK;
+	if (rlen != len)
+		return bad(why, wl, "record length %u does not match the %zu bytes read", rlen, len);
+	if (rlen % HEAPPROFD_REC_ALIGN)
+		return bad(why, wl, "record length %u not a multiple of %u", rlen,
+			   HEAPPROFD_REC_ALIGN);
+	o->type = h.type;
+	switch (h.type) {
+	case HEAPPROFD_REC_ALLOC:
+		return check_alloc(p, len, o, why, wl);
+	case HEAPPROFD_REC_FREE: {
+		const struct heapprofd_rec_free *f = rec;
+
+		if (len < sizeof(*f))
+			return bad(why, wl, "free record too short (%zu bytes)", len);
+		if (f->heap_id > HEAPPROFD_HEAP_MAX)
+			return bad(why, wl, "free record heap id %u > %u", f->heap_id,
+				   HEAPPROFD_HEAP_MAX);
+		o->free = f;
+		return 0;
+	}
+	case HEAPPROFD_REC_HEAP: {
+		const struct heapprofd_rec_heap *hp = rec;
+
+		if (len < sizeof(*hp))
+			return bad(why, wl, "heap record too short (%zu bytes)", len);
+		if (hp->heap_id < HEAPPROFD_HEAP_USER || hp->heap_id > HEAPPROFD_HEAP_MAX)
+			return bad(why, wl, "heap record id %u outside [%u, %u]", hp->heap_id,
+				   HEAPPROFD_HEAP_USER, HEAPPROFD_HEAP_MAX);
+		if (!memchr(hp->name, 0, sizeof(hp->name)) || !hp->name[0])
+			return bad(why, wl, "heap record name not NUL-terminated or empty");
+		if (!hp->interval || hp->interval >= HP_SIZE_LIMIT)
+			return bad(why, wl, "heap record interval out of range");
+		o->heap = hp;
+		return 0;
+	}
+	case HEAPPROFD_REC_MAPS:
+		if (len < sizeof(struct heapprofd_rec_maps))
+			return bad(why, wl, "maps record too short (%zu bytes)", len);
+		o->maps = rec;
+		return 0;
+	default:
+		if (h.type >= HEAPPROFD_REC_KERNEL_FIRST)
+			return 1;	/* reserved for the kernel: not ours to read */
+		return bad(why, wl, "unknown record type %u", h.type);
+	}
+}

@@ -1,0 +1,609 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Threads, queues and the public API (pipeline.h).
+ *
+ *   caller (SERVICE)  hp_proc_feed: validate, copy, queue to the process's
+ *                     worker.
+ *   workers           unwind allocation records (per-process state owned by
+ *                     the worker the process is pinned to: pid % workers),
+ *                     reread maps on HEAPPROFD_REC_MAPS, pass everything on
+ *                     to the books queue in feed order.
+ *   books thread      the only thread that touches the books; builds the
+ *                     in-memory profile for dumps (symbolizing on the way).
+ *
+ * Dumps and ends travel the same two queues as records, so a dump sees
+ * every record fed before it and an end frees only after pending work.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+enum job_kind { J_REC, J_DUMP, J_SYNC, J_END, J_STOP };
+
+/*
+ * Backpressure: a process may have this many bytes of records waiting to be
+ * unwound; hp_proc_feed then waits, so the ring fills and the client drops
+ * (and counts) instead of the daemon's memory growing without bound.
+ */
+#define HP_MAX_QUEUED_BYTES	(8ULL << 20)
+
+struct waiter {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int done;
+	unsigned which;
+	int symbols;
+	struct hp_prof now, peak;
+};
+
+struct job {
+	struct job *next;
+	enum job_kind kind;
+	struct hp_proc *pr;
+	struct waiter *w;
+	struct hp_uframe *frames;
+	int nframes;
+	size_t len;
+	uint64_t rec[];		/* the record copy, 8-byte aligned */
+};
+
+struct queue {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct job *head, *tail;
+	pthread_t thr;
+	struct hp_pipeline *p;
+	int started;
+};
+
+struct hp_pipeline {
+	int nworkers, max_frames;
+	struct queue *workers;
+	struct queue books;
+	struct hp_elfcache elfs;
+	pthread_mutex_t lock;	/* procs list */
+	struct hp_proc *procs;
+};
+
+struct hp_proc {
+	struct hp_pipeline *p;
+	struct hp_proc *next, *prev;
+	struct queue *worker;
+	struct hp_unwinder *unw;	/* worker only */
+	struct hp_books *books;		/* books thread only */
+	pid_t pid;
+	uint64_t session_id;
+	char comm[64];
+	unsigned flags;
+	pthread_mutex_t lock;		/* totals */
+	struct heapprofd_counters totals;
+	int have_totals;
+	uint64_t fed, accounted, unwind_errors, frames, reloads;	/* atomics */
+	uint64_t queued_bytes;						/* atomic */
+	uint64_t live, unmatched, books_mem;				/* books-written */
+	uint64_t unw_mem;						/* worker-written */
+	int ended;
+	struct timespec start;
+};
+
+static void q_push(struct queue *q, struct job *j)
+{
+	j->next = NULL;
+	pthread_mutex_lock(&q->lock);
+	if (q->tail)
+		q->tail->next = j;
+	else
+		q->head = j;
+	q->tail = j;
+	pthread_cond_signal(&q->cond);
+	pthread_mutex_unlock(&q->lock);
+}
+
+static struct job *q_pop(struct queue *q)
+{
+	struct job *j;
+
+	pthread_mutex_lock(&q->lock);
+	while (!q->head)
+		pthread_cond_wait(&q->cond, &q->lock);
+	j = q->head;
+	q->head = j->next;
+	if (!q->head)
+		q->tail = NULL;
+	pthread_mutex_unlock(&q->lock);
+	return j;
+}
+
+static void wake(struct waiter *w)
+{
+	pthread_mutex_lock(&w->lock);
+	w->done = 1;
+	pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+}
+
+static void wait_for(struct waiter *w)
+{
+	pthread_mutex_lock(&w->lock);
+	while (!w->done)
+		pthread_cond_wait(&w->cond, &w->lock);
+	pthread_mutex_unlock(&w->lock);
+}
+
+static void worker_rec(struct hp_pipeline *p, struct job *j)
+{
+	struct hp_proc *pr = j->pr;
+	struct hp_parsed ps;
+
+	/* Validated by hp_proc_feed already; parse again for the pointers. */
+	if (hp_parse_record(j->rec, j->len, &ps, NULL, 0))
+		return;
+	if (ps.type == HEAPPROFD_REC_MAPS) {
+		hp_unwinder_maps_changed(pr->unw);
+	} else if (ps.type == HEAPPROFD_REC_ALLOC) {
+		j->frames = calloc(p->max_frames, sizeof(*j->frames));
+		if (j->frames)
+			j->nframes = hp_unwind(pr->unw, ps.alloc, ps.stack, ps.stack_len,
+					       j->frames, p->max_frames);
+		if (j->nframes <= 1)
+			__atomic_add_fetch(&pr->unwind_errors, 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&pr->frames, j->nframes, __ATOMIC_RELAXED);
+	}
+	__atomic_store_n(&pr->reloads, hp_unwinder_reloads(pr->unw), __ATOMIC_RELAXED);
+	__atomic_store_n(&pr->unw_mem, hp_unwinder_mem(pr->unw), __ATOMIC_RELAXED);
+}
+
+static void *worker_main(void *arg)
+{
+	struct queue *q = arg;
+
+	for (;;) {
+		struct job *j = q_pop(q);
+
+		switch (j->kind) {
+		case J_STOP:
+			free(j);
+			return NULL;
+		case J_REC:
+			worker_rec(q->p, j);
+			break;
+		case J_END:
+			hp_unwinder_free(j->pr->unw);
+			j->pr->unw = NULL;
+			break;
+		default:
+			break;
+		}
+		q_push(&q->p->books, j);
+	}
+}
+
+static void publish_stats(struct hp_proc *pr)
+{
+	uint64_t live, unmatched;
+
+	hp_books_stats(pr->books, &live, &unmatched);
+	__atomic_store_n(&pr->books_mem, hp_books_mem(pr->books), __ATOMIC_RELAXED);
+	__atomic_store_n(&pr->live, live, __ATOMIC_RELAXED);
+	__atomic_store_n(&pr->unmatched, unmatched, __ATOMIC_RELAXED);
+}
+
+static void books_rec(struct job *j)
+{
+	struct hp_proc *pr = j->pr;
+	struct hp_parsed ps;
+
+	if (!hp_parse_record(j->rec, j->len, &ps, NULL, 0)) {
+		switch (ps.type) {
+		case HEAPPROFD_REC_ALLOC:
+			hp_books_alloc(pr->books, ps.alloc, j->frames, j->nframes);
+			j->nframes = 0;
+			break;
+		case HEAPPROFD_REC_FREE:
+			hp_books_free_rec(pr->books, ps.free);
+			break;
+		case HEAPPROFD_REC_HEAP:
+			hp_books_heap(pr->books, ps.heap);
+			break;
+		default:
+			break;
+		}
+	}
+	for (int i = 0; i < j->nframes; i++)
+		hp_elf_put(j->frames[i].elf);
+	free(j->frames);
+	publish_stats(pr);
+	__atomic_sub_fetch(&pr->queued_bytes, j->len, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&pr->accounted, 1, __ATOMIC_RELEASE);
+}
+
+static void books_dump(struct job *j)
+{
+	struct hp_proc *pr = j->pr;
+	struct waiter *w = j->w;
+	struct hp_prof *outs[2] = { &w->now, &w->peak };
+	unsigned whiches[2] = { HP_DUMP_NOW, HP_DUMP_PEAK };
+	struct heapprofd_counters t;
+	int have, i;
+
+	pthread_mutex_lock(&pr->lock);
+	t = pr->totals;
+	have = pr->have_totals;
+	pthread_mutex_unlock(&pr->lock);
+	for (i = 0; i < 2; i++) {
+		struct hp_prof *o = outs[i];
+
+		if (!(w->which & whiches[i]))
+			continue;
+		hp_prof_init(o);
+		o->time_ns = (int64_t)pr->start.tv_sec * 1000000000LL + pr->start.tv_nsec;
+		hp_prof_add_comment(o, "heapprofd profile of pid %d (%s), session %llu, %s",
+				    (int)pr->pid, pr->comm, (unsigned long long)pr->session_id,
+				    whiches[i] == HP_DUMP_PEAK ? "at the in-use peak" : "now");
+		if (have) {
+			hp_prof_add_comment(o, "exact totals (client): %llu allocations, %llu bytes; %llu frees, %llu bytes; in use %lld bytes",
+					    (unsigned long long)t.alloc_calls,
+					    (unsigned long long)t.alloc_bytes,
+					    (unsigned long long)t.free_calls,
+					    (unsigned long long)t.free_bytes,
+					    (long long)(t.alloc_bytes - t.free_bytes));
+			hp_prof_add_comment(o, "records: %llu written, %llu dropped (%llu bytes, %llu frees)",
+					    (unsigned long long)t.records_written,
+					    (unsigned long long)t.records_dropped,
+					    (unsigned long long)t.bytes_dropped,
+					    (unsigned long long)t.frees_dropped);
+		}
+		hp_prof_add_comment(o, "unwinding: %llu samples, %llu with <= 1 frame, %llu maps rereads",
+				    (unsigned long long)__atomic_load_n(&pr->accounted, __ATOMIC_RELAXED),
+				    (unsigned long long)__atomic_load_n(&pr->unwind_errors, __ATOMIC_RELAXED),
+				    (unsigned long long)__atomic_load_n(&pr->reloads, __ATOMIC_RELAXED));
+		hp_books_export(pr->books, o, whiches[i], w->symbols);
+	}
+	publish_stats(pr);
+}
+
+static void *books_main(void *arg)
+{
+	struct queue *q = arg;
+
+	for (;;) {
+		struct job *j = q_pop(q);
+
+		switch (j->kind) {
+		case J_STOP:
+			free(j);
+			return NULL;
+		case J_REC:
+			books_rec(j);
+			free(j);
+			break;
+		case J_DUMP:
+			books_dump(j);
+			wake(j->w);
+			free(j);
+			break;
+		case J_SYNC:
+			wake(j->w);
+			free(j);
+			break;
+		case J_END: {
+			struct hp_proc *pr = j->pr;
+
+			hp_books_free(pr->books);
+			pthread_mutex_destroy(&pr->lock);
+			free(pr);
+			free(j);
+			break;
+		}
+		}
+	}
+}
+
+static int q_start(struct queue *q, struct hp_pipeline *p, void *(*fn)(void *))
+{
+	pthread_mutex_init(&q->lock, NULL);
+	pthread_cond_init(&q->cond, NULL);
+	q->p = p;
+	if (pthread_create(&q->thr, NULL, fn, q))
+		return -1;
+	q->started = 1;
+	return 0;
+}
+
+static void q_stop(struct queue *q)
+{
+	struct job *j;
+
+	if (!q->started)
+		return;
+	j = calloc(1, sizeof(*j));
+	if (j) {
+		j->kind = J_STOP;
+		q_push(q, j);
+		pthread_join(q->thr, NULL);
+	}
+	pthread_mutex_destroy(&q->lock);
+	pthread_cond_destroy(&q->cond);
+	q->started = 0;
+}
+
+struct hp_pipeline *hp_pipeline_new(const struct hp_pipeline_opts *o)
+{
+	struct hp_pipeline *p = calloc(1, sizeof(*p));
+	int i;
+
+	if (!p)
+		return NULL;
+	p->nworkers = o && o->unwind_workers > 0 ? o->unwind_workers : 2;
+	if (p->nworkers > 64)
+		p->nworkers = 64;
+	p->max_frames = o && o->max_frames > 0 ? o->max_frames : HP_DEFAULT_MAX_FRAMES;
+	if (p->max_frames > HP_MAX_FRAMES_LIMIT)
+		p->max_frames = HP_MAX_FRAMES_LIMIT;
+	hp_elfcache_init(&p->elfs);
+	pthread_mutex_init(&p->lock, NULL);
+	p->workers = calloc(p->nworkers, sizeof(*p->workers));
+	if (!p->workers || q_start(&p->books, p, books_main))
+		goto fail;
+	for (i = 0; i < p->nworkers; i++)
+		if (q_start(&p->workers[i], p, worker_main))
+			goto fail;
+	return p;
+fail:
+	hp_pipeline_free(p);
+	return NULL;
+}
+
+void hp_pipeline_free(struct hp_pipeline *p)
+{
+	int i;
+
+	if (!p)
+		return;
+	/* End what the caller left behind, after its pending work. */
+	for (;;) {
+		struct hp_proc *pr;
+
+		pthread_mutex_lock(&p->lock);
+		pr = p->procs;
+		pthread_mutex_unlock(&p->lock);
+		if (!pr)
+			break;
+		hp_proc_end(pr);
+	}
+	for (i = 0; p->workers && i < p->nworkers; i++)
+		q_stop(&p->workers[i]);
+	q_stop(&p->books);
+	free(p->workers);
+	pthread_mutex_destroy(&p->lock);
+	hp_elfcache_fini(&p->elfs);
+	free(p);
+}
+
+struct hp_proc *hp_proc_new(struct hp_pipeline *p, const struct hp_proc_info *info)
+{
+	struct hp_proc *pr = calloc(1, sizeof(*pr));
+
+	if (!pr)
+		goto fail;
+	pr->p = p;
+	pr->pid = info->pid;
+	pr->session_id = info->session_id;
+	pr->flags = info->flags;
+	snprintf(pr->comm, sizeof(pr->comm), "%s", info->comm ? info->comm : "?");
+	for (char *c = pr->comm; *c; c++)
+		if ((unsigned char)*c < 0x20)
+			*c = '?';
+	clock_gettime(CLOCK_REALTIME, &pr->start);
+	pthread_mutex_init(&pr->lock, NULL);
+	pr->worker = &p->workers[(unsigned)info->pid % (unsigned)p->nworkers];
+	pr->books = hp_books_new(!!(info->flags & HP_PROC_DUMP_AT_MAX));
+	/* Takes the first maps snapshot and opens the ELF files, right now. */
+	pr->unw = hp_unwinder_new(info->pid, info->maps_fd, info->mem_fd, info->exe_fd,
+				  &p->elfs);
+	if (!pr->books || !pr->unw) {
+		if (!pr->unw) {
+			if (info->maps_fd >= 0) close(info->maps_fd);
+			if (info->mem_fd >= 0) close(info->mem_fd);
+			if (info->exe_fd >= 0) close(info->exe_fd);
+		}
+		hp_unwinder_free(pr->unw);
+		hp_books_free(pr->books);
+		pthread_mutex_destroy(&pr->lock);
+		free(pr);
+		return NULL;
+	}
+	pthread_mutex_lock(&p->lock);
+	pr->next = p->procs;
+	if (p->procs)
+		p->procs->prev = pr;
+	p->procs = pr;
+	pthread_mutex_unlock(&p->lock);
+	return pr;
+fail:
+	if (info->maps_fd >= 0) close(info->maps_fd);
+	if (info->mem_fd >= 0) close(info->mem_fd);
+	if (info->exe_fd >= 0) close(info->exe_fd);
+	return NULL;
+}
+
+int hp_proc_feed(struct hp_proc *pr, const void *rec, size_t len, char *why,
+		 size_t whylen)
+{
+	struct hp_parsed ps;
+	struct job *j;
+	int r;
+
+	if (!pr || pr->ended) {
+		snprintf(why, whylen, "session already ended");
+		return -1;
+	}
+	if (len > HEAPPROFD_REC_LEN_MASK) {
+		snprintf(why, whylen, "record of %zu bytes is too long", len);
+		return -1;
+	}
+	j = malloc(sizeof(*j) + ((len + 7) & ~(size_t)7));
+	if (!j) {
+		snprintf(why, whylen, "out of memory");
+		return -1;
+	}
+	memset(j, 0, sizeof(*j));
+	/* One private, aligned copy; everything below reads the copy only. */
+	memcpy(j->rec, rec, len);
+	j->len = len;
+	r = hp_parse_record(j->rec, len, &ps, why, whylen);
+	if (r) {
+		free(j);
+		return r < 0 ? -1 : 0;
+	}
+	j->kind = J_REC;
+	j->pr = pr;
+	while (__atomic_load_n(&pr->queued_bytes, __ATOMIC_RELAXED) > HP_MAX_QUEUED_BYTES)
+		usleep(200);
+	__atomic_add_fetch(&pr->queued_bytes, len, __ATOMIC_RELAXED);
+	pr->fed++;
+	q_push(pr->worker, j);
+	return 0;
+}
+
+void hp_proc_set_totals(struct hp_proc *pr, const struct heapprofd_counters *copy)
+{
+	pthread_mutex_lock(&pr->lock);
+	pr->totals = *copy;
+	pr->have_totals = 1;
+	pthread_mutex_unlock(&pr->lock);
+}
+
+static int round_trip(struct hp_proc *pr, enum job_kind kind, struct waiter *w)
+{
+	struct job *j = calloc(1, sizeof(*j));
+
+	if (!j)
+		return -ENOMEM;
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_cond_init(&w->cond, NULL);
+	j->kind = kind;
+	j->pr = pr;
+	j->w = w;
+	q_push(pr->worker, j);
+	wait_for(w);
+	pthread_mutex_destroy(&w->lock);
+	pthread_cond_destroy(&w->cond);
+	return 0;
+}
+
+void hp_proc_sync(struct hp_proc *pr)
+{
+	struct waiter w = { 0 };
+
+	round_trip(pr, J_SYNC, &w);
+}
+
+static int write_one(const struct hp_prof *prof, const char *prefix, const char *mid,
+		     unsigned formats, const char *title)
+{
+	char path[4200];
+	int rc = 0, metric = hp_prof_metric(prof);
+
+	if (formats & HP_OUT_PPROF) {
+		snprintf(path, sizeof(path), "%s%s.pb.gz", prefix, mid);
+		rc = hp_pprof_write(prof, path);
+	}
+	if (!rc && (formats & HP_OUT_FOLDED)) {
+		snprintf(path, sizeof(path), "%s%s.folded", prefix, mid);
+		if (hp_write_file(path, hp_folded_write, prof, metric))
+			rc = -EIO;
+	}
+	if (!rc && (formats & HP_OUT_TEXT)) {
+		snprintf(path, sizeof(path), "%s%s.txt", prefix, mid);
+		if (hp_write_file(path, hp_text_write, prof, 0))
+			rc = -EIO;
+	}
+	if (!rc && (formats & HP_OUT_SVG)) {
+		FILE *f;
+
+		snprintf(path, sizeof(path), "%s%s.svg", prefix, mid);
+		f = fopen(path, "w");
+		if (!f)
+			return -errno;
+		rc = hp_svg_write(prof, metric, title, f) ? -EIO : 0;
+		if (fclose(f) && !rc)
+			rc = -EIO;
+	}
+	return rc;
+}
+
+int hp_proc_dump(struct hp_proc *pr, const char *path_prefix, unsigned formats,
+		 unsigned which)
+{
+	struct waiter w = { 0 };
+	char title[128];
+	int rc = 0;
+
+	if (!pr || !path_prefix)
+		return -EINVAL;
+	which &= HP_DUMP_NOW | HP_DUMP_PEAK;
+	if (!which)
+		which = HP_DUMP_NOW;
+	w.which = which;
+	w.symbols = !(formats & HP_OUT_NOSYMS);
+	rc = round_trip(pr, J_DUMP, &w);
+	if (rc)
+		return rc;
+	snprintf(title, sizeof(title), "%s (pid %d)", pr->comm, (int)pr->pid);
+	if (which & HP_DUMP_NOW)
+		rc = write_one(&w.now, path_prefix, "", formats, title);
+	if (!rc && (which & HP_DUMP_PEAK))
+		rc = write_one(&w.peak, path_prefix, which & HP_DUMP_NOW ? ".peak" : "",
+			       formats, title);
+	if (which & HP_DUMP_NOW)
+		hp_prof_free(&w.now);
+	if (which & HP_DUMP_PEAK)
+		hp_prof_free(&w.peak);
+	return rc;
+}
+
+void hp_proc_end(struct hp_proc *pr)
+{
+	struct hp_pipeline *p;
+	struct job *j;
+
+	if (!pr || pr->ended)
+		return;
+	p = pr->p;
+	pr->ended = 1;
+	pthread_mutex_lock(&p->lock);
+	if (pr->prev)
+		pr->prev->next = pr->next;
+	else
+		p->procs = pr->next;
+	if (pr->next)
+		pr->next->prev = pr->prev;
+	pthread_mutex_unlock(&p->lock);
+	/* Must not fail: retry the allocation rather than leak the process. */
+	while (!(j = calloc(1, sizeof(*j))))
+		usleep(1000);
+	j->kind = J_END;
+	j->pr = pr;
+	q_push(pr->worker, j);
+}
+
+void hp_proc_get_stats(struct hp_proc *pr, struct hp_proc_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->fed = pr->fed;
+	st->accounted = __atomic_load_n(&pr->accounted, __ATOMIC_ACQUIRE);
+	st->unwind_errors = __atomic_load_n(&pr->unwind_errors, __ATOMIC_RELAXED);
+	st->frames = __atomic_load_n(&pr->frames, __ATOMIC_RELAXED);
+	st->maps_reloads = __atomic_load_n(&pr->reloads, __ATOMIC_RELAXED);
+	st->live_allocs = __atomic_load_n(&pr->live, __ATOMIC_RELAXED);
+	st->unmatched_frees = __atomic_load_n(&pr->unmatched, __ATOMIC_RELAXED);
+	st->mem_bytes = __atomic_load_n(&pr->books_mem, __ATOMIC_RELAXED) +
+			__atomic_load_n(&pr->unw_mem, __ATOMIC_RELAXED) + sizeof(*pr);
+	st->queued_bytes = __atomic_load_n(&pr->queued_bytes, __ATOMIC_RELAXED);
+}

@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The daemon's pipeline: from "one record, copied out of the ring into
+ * private memory" to "profile files on disk", plus reading profiles back.
+ *
+ * Threads (seed 004): unwinder workers and ONE bookkeeping thread. Every
+ * process is pinned to one worker, so its records stay in feed order and its
+ * unwinding state (maps snapshot, libunwind address space and caches) is
+ * touched by that worker only. The books (call-site trees, live
+ * allocations, peaks) are touched only by the bookkeeping thread; the other
+ * threads talk to it through queues.
+ *
+ * Every function here may be called from any one thread of the caller (the
+ * SERVICE's drain loop); calls for one hp_proc must not race each other.
+ */
+#ifndef HEAPPROFD_PIPELINE_H
+#define HEAPPROFD_PIPELINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../../uapi/linux/heapprofd.h"
+
+struct hp_pipeline;
+struct hp_proc;
+
+struct hp_pipeline_opts {
+	int unwind_workers;	/* 0 = default 2 */
+	int max_frames;		/* 0 = default 128 */
+};
+
+struct hp_pipeline *hp_pipeline_new(const struct hp_pipeline_opts *o);
+void hp_pipeline_free(struct hp_pipeline *p);
+
+#define HP_PROC_DUMP_AT_MAX	(1U << 0)	/* keep the state at the peak */
+
+struct hp_proc_info {
+	pid_t pid;
+	uint64_t session_id;
+	const char *comm;	/* copied */
+	int maps_fd;		/* -1 if absent; ownership passes to the pipeline */
+	int mem_fd;
+	int exe_fd;
+	unsigned flags;		/* HP_PROC_* */
+};
+
+/* Takes the first maps snapshot now (the process may be gone later). */
+struct hp_proc *hp_proc_new(struct hp_pipeline *p, const struct hp_proc_info *info);
+
+/*
+ * Validate one record (every field is treated as hostile), copy it and
+ * queue it. Returns 0, or -1 with a reason in why: the caller ends the
+ * session. Backpressure: while more than 8 MiB of this process's records
+ * wait to be unwound, the call sleeps (so the ring fills and the client
+ * drops and counts, instead of the daemon's memory growing). Kernel record
+ * types (>= HEAPPROFD_REC_KERNEL_FIRST) are accepted and ignored.
+ */
+int hp_proc_feed(struct hp_proc *pr, const void *rec, size_t len, char *why,
+		 size_t whylen);
+
+/* Exact totals and drop counts from the control page, shown beside estimates. */
+void hp_proc_set_totals(struct hp_proc *pr, const struct heapprofd_counters *copy);
+
+#define HP_OUT_PPROF	(1U << 0)	/* PREFIX.pb.gz */
+#define HP_OUT_FOLDED	(1U << 1)	/* PREFIX.folded */
+#define HP_OUT_SVG	(1U << 2)	/* PREFIX.svg */
+#define HP_OUT_TEXT	(1U << 3)	/* PREFIX.txt */
+#define HP_OUT_NOSYMS	(1U << 8)	/* build ids + addresses only (for `symbolize`) */
+
+#define HP_DUMP_NOW	(1U << 0)	/* current state: PREFIX.* */
+#define HP_DUMP_PEAK	(1U << 1)	/* state at the in-use peak: PREFIX.peak.* when
+					 * both are asked for, PREFIX.* otherwise */
+
+/*
+ * Write the profile(s). Waits until every record fed so far is accounted.
+ * Returns 0 or -errno.
+ */
+int hp_proc_dump(struct hp_proc *pr, const char *path_prefix, unsigned formats,
+		 unsigned which);
+
+/* Wait until every record fed so far is accounted (tests, fuzzing). */
+void hp_proc_sync(struct hp_proc *pr);
+
+/* The process is gone or detached: free after pending work. */
+void hp_proc_end(struct hp_proc *pr);
+
+/* Counters for `sessions`/logs. */
+struct hp_proc_stats {
+	uint64_t fed, accounted, unwind_errors, frames, maps_reloads;
+	uint64_t live_allocs, unmatched_frees;
+	uint64_t mem_bytes;	/* the daemon's memory for this process (books, maps) */
+	uint64_t queued_bytes;	/* records waiting to be unwound */
+};
+void hp_proc_get_stats(struct hp_proc *pr, struct hp_proc_stats *st);
+
+/* `heapprofctl report FILE [--top N] [--svg out.svg] [--folded] [--base OTHER]` */
+int hp_report_main(int argc, char **argv);
+/* `heapprofctl symbolize FILE [-o OUT]` */
+int hp_symbolize_main(int argc, char **argv);
+
+#endif /* HEAPPROFD_PIPELINE_H */

@@ -1,0 +1,167 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * `heapprofctl report FILE [--top N] [--svg out.svg] [--folded] [--base OTHER]`
+ *
+ * Reads a pprof file (ours or any other with the usual sample types) and
+ * prints the top call sites, or folded stacks, and/or writes an SVG flame
+ * graph. --base subtracts another profile, stack by stack (matched by
+ * function names, so two runs of the same program compare).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: heapprofctl report FILE [--top N] [--svg OUT.svg] [--folded] [--base OTHER]\n"
+		   "  --top N      show the N biggest call sites (default 20, 0 = all)\n"
+		   "  --svg FILE   write a flame graph (open it in a browser)\n"
+		   "  --folded     print folded stacks instead of the table\n"
+		   "  --base FILE  show FILE's profile subtracted (growth since then)\n");
+}
+
+/* A location of src, re-created in dst by name (for diffs). */
+static uint32_t copy_loc(struct hp_prof *dst, struct hp_hmap *idx,
+			 const struct hp_prof *src, uint32_t li)
+{
+	char buf[256];
+	const char *name = hp_prof_loc_name(src, li, buf, sizeof(buf));
+	const struct hp_prof_loc *l = li < src->nlocs ? &src->locs[li] : NULL;
+	const char *file = l && l->file ? l->file : "";
+	uint64_t k1 = hp_hash_str(name), k2 = hp_hash_str(file) * 31 + (uint64_t)(l ? l->line : 0);
+	uintptr_t v = (uintptr_t)hp_hmap_get(idx, k1, k2);
+	struct hp_prof_loc nl = { 0 };
+
+	if (v)
+		return (uint32_t)v - 1;
+	nl.func = name;
+	nl.file = file[0] ? file : NULL;
+	nl.line = l ? l->line : 0;
+	v = hp_prof_add_loc(dst, &nl);
+	hp_hmap_put(idx, k1, k2, (void *)(v + 1));
+	return (uint32_t)v;
+}
+
+static int add_all(struct hp_prof *dst, struct hp_hmap *locidx, struct hp_hmap *stkidx,
+		   const struct hp_prof *src, int sign)
+{
+	uint32_t *stk = NULL;
+	size_t i;
+
+	for (i = 0; i < src->nsamples; i++) {
+		const struct hp_prof_sample *s = &src->samples[i];
+		uint64_t h1 = 1469598103934665603ULL, h2 = (uint64_t)s->nlocs;
+		uintptr_t si;
+		uint32_t k;
+		int j;
+
+		free(stk);
+		stk = calloc(s->nlocs + 1, sizeof(*stk));
+		if (!stk)
+			return -1;
+		for (k = 0; k < s->nlocs; k++) {
+			stk[k] = copy_loc(dst, locidx, src, s->locs[k]);
+			h1 = (h1 ^ stk[k]) * 1099511628211ULL;
+			h2 = h2 * 31 + stk[k];
+		}
+		if (s->heap)
+			h2 ^= hp_hash_str(s->heap);
+		si = (uintptr_t)hp_hmap_get(stkidx, h1, h2);
+		if (!si) {
+			int64_t zero[HP_NV] = { 0 };
+
+			if (hp_prof_add_sample(dst, stk, s->nlocs, zero, s->heap)) {
+				free(stk);
+				return -1;
+			}
+			si = dst->nsamples;
+			hp_hmap_put(stkidx, h1, h2, (void *)si);
+		}
+		for (j = 0; j < HP_NV; j++)
+			dst->samples[si - 1].v[j] += sign * s->v[j];
+	}
+	free(stk);
+	return 0;
+}
+
+int hp_report_main(int argc, char **argv)
+{
+	const char *file = NULL, *svg = NULL, *base = NULL;
+	int top = 20, folded = 0, i, rc = 0;
+	struct hp_prof a, b, d, *show = &a;
+	char why[256];
+
+	for (i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--top") && i + 1 < argc) {
+			char *end;
+
+			top = (int)strtol(argv[++i], &end, 10);
+			if (*end || top < 0) {
+				fprintf(stderr, "report: --top wants a number, not '%s'\n", argv[i]);
+				return 2;
+			}
+		} else if (!strcmp(argv[i], "--svg") && i + 1 < argc) {
+			svg = argv[++i];
+		} else if (!strcmp(argv[i], "--folded")) {
+			folded = 1;
+		} else if (!strcmp(argv[i], "--base") && i + 1 < argc) {
+			base = argv[++i];
+		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			usage(stdout);
+			return 0;
+		} else if (argv[i][0] == '-' || file) {
+			fprintf(stderr, "report: unexpected argument '%s'\n", argv[i]);
+			usage(stderr);
+			return 2;
+		} else {
+			file = argv[i];
+		}
+	}
+	if (!file) {
+		usage(stderr);
+		return 2;
+	}
+	if (hp_pprof_read(&a, file, why, sizeof(why))) {
+		fprintf(stderr, "report: %s\n", why);
+		return 1;
+	}
+	hp_prof_init(&d);
+	if (base) {
+		struct hp_hmap li = { 0 }, si = { 0 };
+
+		if (hp_pprof_read(&b, base, why, sizeof(why))) {
+			fprintf(stderr, "report: base: %s\n", why);
+			hp_prof_free(&a);
+			return 1;
+		}
+		hp_prof_add_comment(&d, "difference: %s minus %s", file, base);
+		if (add_all(&d, &li, &si, &a, 1) || add_all(&d, &li, &si, &b, -1))
+			rc = 1;
+		hp_hmap_free(&li);
+		hp_hmap_free(&si);
+		hp_prof_free(&b);
+		show = &d;
+	}
+	if (!rc && svg) {
+		FILE *f = fopen(svg, "w");
+
+		if (!f || hp_svg_write(show, hp_prof_metric(show), file, f)) {
+			fprintf(stderr, "report: cannot write %s: %s\n", svg, strerror(errno));
+			rc = 1;
+		}
+		if (f && fclose(f))
+			rc = 1;
+	}
+	if (!rc) {
+		if (folded)
+			rc = hp_folded_write(show, hp_prof_metric(show), stdout) ? 1 : 0;
+		else
+			rc = hp_text_write(show, top, stdout) ? 1 : 0;
+	}
+	hp_prof_free(&a);
+	hp_prof_free(&d);
+	return rc;
+}

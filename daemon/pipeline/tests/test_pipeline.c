@@ -1,0 +1,879 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Pipeline tests (TAP lines). Genuine records come from forked children
+ * that capture their own registers and stack (capture.c) and hand over
+ * /proc/self/maps and /proc/self/mem with SCM_RIGHTS, as the client does.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../internal.h"
+#include "capture.h"
+
+static int tno, failed;
+static char tmpdir[256];
+static struct hp_pipeline *P;
+
+static void ok(int cond, const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("%sok %d - ", cond ? "" : "not ", ++tno);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	fflush(stdout);
+	if (!cond)
+		failed++;
+}
+
+static void diag(const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("# ");
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+}
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *b;
+	long n;
+
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	b = calloc(1, n + 1);
+	if (b && fread(b, 1, n, f) != (size_t)n) {
+		free(b);
+		b = NULL;
+	}
+	fclose(f);
+	return b;
+}
+
+static char *run(const char *cmd)
+{
+	FILE *f = popen(cmd, "r");
+	size_t cap = 1 << 16, n = 0;
+	char *b = calloc(1, cap + 1);
+
+	if (!f || !b) {
+		free(b);
+		if (f)
+			pclose(f);
+		return NULL;
+	}
+	while (n < cap) {
+		size_t r = fread(b + n, 1, cap - n, f);
+
+		if (!r)
+			break;
+		n += r;
+	}
+	pclose(f);
+	return b;
+}
+
+/* ---- children that make records -------------------------------------------- */
+
+enum chain { CH_O0, CH_O2, CH_DEEP, CH_DLOPEN };
+static uint8_t recbuf[256 << 10];
+
+static size_t make_record(enum chain c)
+{
+	switch (c) {
+	case CH_O0: return o0_level1(recbuf, 64 << 10);
+	case CH_O2: return o2_level1(recbuf, 64 << 10);
+	case CH_DLOPEN: {
+		/* Mapped after the parent's snapshot: forces a maps reread. */
+		void *h = dlopen(HP_DLTEST_SO, RTLD_NOW);
+		size_t (*entry)(size_t (*)(void *, size_t), void *, size_t);
+
+		if (!h)
+			return 0;
+		*(void **)&entry = dlsym(h, "dl_entry");
+		return entry ? entry(o2_level1, recbuf, 64 << 10) : 0;
+	}
+	default: return o2_recurse(30, recbuf, 64 << 10);
+	}
+}
+
+static int send_fds(int s, int *fds, int n)
+{
+	char c = 'f', cbuf[CMSG_SPACE(sizeof(int) * 4)];
+	struct iovec iov = { &c, 1 };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+			     .msg_controllen = CMSG_SPACE(sizeof(int) * n) };
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int) * n);
+	memcpy(CMSG_DATA(cm), fds, sizeof(int) * n);
+	return sendmsg(s, &mh, 0) == 1 ? 0 : -1;
+}
+
+static int recv_fds(int s, int *fds, int n)
+{
+	char c, cbuf[CMSG_SPACE(sizeof(int) * 4)];
+	struct iovec iov = { &c, 1 };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+			     .msg_controllen = sizeof(cbuf) };
+	struct cmsghdr *cm;
+
+	if (recvmsg(s, &mh, 0) != 1)
+		return -1;
+	cm = CMSG_FIRSTHDR(&mh);
+	if (!cm || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len != CMSG_LEN(sizeof(int) * n))
+		return -1;
+	memcpy(fds, CMSG_DATA(cm), sizeof(int) * n);
+	return 0;
+}
+
+static int rd(int s, void *b, size_t n)
+{
+	while (n) {
+		ssize_t r = read(s, b, n);
+
+		if (r <= 0)
+			return -1;
+		b = (char *)b + r;
+		n -= r;
+	}
+	return 0;
+}
+
+static int wr(int s, const void *b, size_t n)
+{
+	while (n) {
+		ssize_t r = write(s, b, n);
+
+		if (r <= 0)
+			return -1;
+		b = (const char *)b + r;
+		n -= r;
+	}
+	return 0;
+}
+
+struct child {
+	pid_t pid;
+	int sock;
+	int fds[2];
+};
+
+static int child_start(struct child *ch, enum chain c)
+{
+	int sv[2];
+
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
+		return -1;
+	fflush(stdout);
+	ch->pid = fork();
+	if (ch->pid < 0)
+		return -1;
+	if (!ch->pid) {
+		int fds[2];
+		uint32_t len;
+		char go;
+
+		close(sv[0]);
+		hp_test_stack_init();
+		fds[0] = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+		fds[1] = open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
+		if (send_fds(sv[1], fds, 2) || rd(sv[1], &go, 1))
+			_exit(1);
+		len = (uint32_t)make_record(c);
+		if (wr(sv[1], &len, 4) || wr(sv[1], recbuf, len))
+			_exit(1);
+		if (go == 'x')
+			_exit(0);	/* exit before the parent unwinds */
+		rd(sv[1], &go, 1);
+		_exit(0);
+	}
+	close(sv[1]);
+	ch->sock = sv[0];
+	return recv_fds(ch->sock, ch->fds, 2);
+}
+
+/* Feed the child's record; exit_first: the child is gone and reaped first. */
+static struct hp_proc *child_record(struct child *ch, enum chain c, int exit_first,
+				    uint8_t **rec, uint32_t *len)
+{
+	struct hp_proc_info pi = { .pid = ch->pid, .comm = "child", .maps_fd = ch->fds[0],
+				   .mem_fd = ch->fds[1], .exe_fd = -1 };
+	struct hp_proc *pr;
+	char go = exit_first ? 'x' : 'g', why[200];
+
+	(void)c;
+	pr = hp_proc_new(P, &pi);
+	if (!pr || wr(ch->sock, &go, 1) || rd(ch->sock, len, 4))
+		return NULL;
+	*rec = malloc(*len);
+	if (!*rec || rd(ch->sock, *rec, *len))
+		return NULL;
+	if (exit_first) {
+		waitpid(ch->pid, NULL, 0);
+		ch->pid = 0;
+	}
+	if (hp_proc_feed(pr, *rec, *len, why, sizeof(why))) {
+		diag("feed: %s", why);
+		return NULL;
+	}
+	return pr;
+}
+
+static void child_finish(struct child *ch)
+{
+	char x = 'x';
+
+	if (ch->pid) {
+		wr(ch->sock, &x, 1);
+		waitpid(ch->pid, NULL, 0);
+	}
+	close(ch->sock);
+}
+
+/* Does the folded file hold a stack containing the names in this order? */
+static int folded_has(const char *path, const char *const *names)
+{
+	char *b = slurp(path), *line, *save = NULL;
+	int found = 0;
+
+	if (!b)
+		return 0;
+	for (line = strtok_r(b, "\n", &save); line && !found; line = strtok_r(NULL, "\n", &save)) {
+		const char *p = line;
+		int i;
+
+		for (i = 0; names[i]; i++) {
+			p = strstr(p, names[i]);
+			if (!p)
+				break;
+			p += strlen(names[i]);
+		}
+		found = !names[i];
+	}
+	if (!found)
+		diag("stacks in %s:\n%s", path, b);
+	free(b);
+	return found;
+}
+
+static const struct hp_prof_loc *find_loc(const struct hp_prof *p, const char *func)
+{
+	for (size_t i = 0; i < p->nlocs; i++)
+		if (p->locs[i].func && strstr(p->locs[i].func, func))
+			return &p->locs[i];
+	return NULL;
+}
+
+static void test_unwind(enum chain c, int exit_first, const char *what)
+{
+	static const char *const o0[] = { "main", "o0_level1", "o0_level2", "o0_level3",
+					   "hp_test_capture", NULL };
+	static const char *const o2[] = { "main", "o2_level1", "o2_level2", "o2_inlined",
+					   "o2_level3", "hp_test_capture", NULL };
+	static const char *const dl[] = { "main", "dl_entry", "o2_level1", "o2_level2",
+					   "o2_inlined", "o2_level3", "hp_test_capture", NULL };
+	const char *const *want = c == CH_O0 ? o0 : c == CH_DLOPEN ? dl : o2;
+	struct hp_proc_stats st;
+	struct child ch = { 0 };
+	struct hp_proc *pr;
+	uint8_t *rec = NULL;
+	uint32_t len = 0;
+	char prefix[300], path[400], why[200];
+	struct hp_prof prof;
+	const struct hp_prof_loc *l;
+	int rc;
+
+	snprintf(prefix, sizeof(prefix), "%s/unwind-%d-%d", tmpdir, c, exit_first);
+	if (child_start(&ch, c) || !(pr = child_record(&ch, c, exit_first, &rec, &len))) {
+		ok(0, "%s: child record", what);
+		return;
+	}
+	rc = hp_proc_dump(pr, prefix, HP_OUT_PPROF | HP_OUT_FOLDED | HP_OUT_TEXT | HP_OUT_SVG,
+			  HP_DUMP_NOW);
+	if (c == CH_O2 && !exit_first) {
+		/* The same sample with only 160 bytes of stack (stack_cap hit). */
+		struct heapprofd_rec_alloc *t = malloc(len);
+		uint32_t keep = 160, tlen = (uint32_t)sizeof(*t) + keep;
+		static const char *const tw[] = { "[stack truncated]", "hp_test_capture", NULL };
+		char tprefix[320], tpath[400], *fb;
+
+		memcpy(t, rec, sizeof(*t) + keep);
+		t->hdr.len = tlen;
+		t->hdr.flags |= HEAPPROFD_ALLOC_STACK_TRUNCATED;
+		t->stack_len = keep;
+		t->addr += 8;
+		snprintf(tprefix, sizeof(tprefix), "%s-trunc", prefix);
+		ok(!hp_proc_feed(pr, t, tlen, why, sizeof(why)) &&
+		   !hp_proc_dump(pr, tprefix, HP_OUT_FOLDED, HP_DUMP_NOW), "%s: truncated copy fed", what);
+		snprintf(tpath, sizeof(tpath), "%s.folded", tprefix);
+		fb = slurp(tpath);
+		ok(folded_has(tpath, tw) && fb && !strstr(fb, "[stack truncated];_start") &&
+		   !strstr(fb, "[stack truncated];main"),
+		   "%s: a truncated stack is marked and never read from the live stack", what);
+		free(fb);
+		free(t);
+	}
+	child_finish(&ch);
+	if (c == CH_DLOPEN) {
+		hp_proc_get_stats(pr, &st);
+		snprintf(path, sizeof(path), "%s.folded", prefix);
+		ok(!rc && st.maps_reloads >= 1 && folded_has(path, want),
+		   "%s: unknown address rereads maps (%llu), stack through the new library",
+		   what, (unsigned long long)st.maps_reloads);
+		hp_proc_end(pr);
+		free(rec);
+		return;
+	}
+	snprintf(path, sizeof(path), "%s.folded", prefix);
+	ok(!rc && folded_has(path, want), "%s: stack main -> level1 -> level2%s -> level3 -> capture",
+	   what, c == CH_O0 ? "" : " -> (inlined) o2_inlined");
+	snprintf(path, sizeof(path), "%s.pb.gz", prefix);
+	if (hp_pprof_read(&prof, path, why, sizeof(why))) {
+		ok(0, "%s: pprof read back: %s", what, why);
+	} else {
+		l = find_loc(&prof, c == CH_O0 ? "o0_level2" : "o2_inlined");
+		ok(l && l->file && strstr(l->file, c == CH_O0 ? "target_o0.c" : "target_o2.c") &&
+		   l->line > 0, "%s: file:line for %s (%s:%lld)", what,
+		   c == CH_O0 ? "level2" : "the inlined function", l && l->file ? l->file : "?",
+		   l ? (long long)l->line : 0LL);
+		if (c != CH_O0) {
+			const struct hp_prof_line *in = l && l->ninl ? &prof.lines[l->inl] : NULL;
+
+			ok(in && in->func && !strcmp(in->func, "o2_level2") && in->file &&
+			   strstr(in->file, "target_o2.c") && in->line > 0,
+			   "%s: inlined into o2_level2 at its call site (%s:%lld)", what,
+			   in && in->file ? in->file : "?", in ? (long long)in->line : 0LL);
+		}
+		hp_prof_free(&prof);
+	}
+	hp_proc_end(pr);
+	free(rec);
+}
+
+/* ---- parse ----------------------------------------------------------------- */
+
+static struct heapprofd_rec_alloc *good_alloc(void *buf, uint64_t ip, uint64_t addr,
+					      uint64_t size, uint64_t seq)
+{
+	struct heapprofd_rec_alloc *a = buf;
+
+	memset(a, 0, sizeof(*a));
+	a->hdr.type = HEAPPROFD_REC_ALLOC;
+	a->hdr.len = sizeof(*a);
+	a->seq = seq;
+	a->addr = addr;
+	a->req_size = size;
+	a->usable_size = size + size / 4;
+	a->est_size = size;
+	a->interval = 1;
+	a->count = 1;
+	a->hdr.flags = HEAPPROFD_ALLOC_EXACT;
+	a->arch = HEAPPROFD_ARCH_X86_64;
+	a->nregs = HEAPPROFD_X86_64_NREGS;
+	a->regs[HEAPPROFD_X86_64_IP] = ip;
+	return a;
+}
+
+static struct heapprofd_rec_free *good_free(void *buf, uint64_t addr, uint64_t seq)
+{
+	struct heapprofd_rec_free *f = buf;
+
+	memset(f, 0, sizeof(*f));
+	f->hdr.type = HEAPPROFD_REC_FREE;
+	f->hdr.len = sizeof(*f);
+	f->seq = seq;
+	f->addr = addr;
+	return f;
+}
+
+static const char *const mut_names[] = {
+	"busy bit", "unknown type", "stack_len past the record", "nregs too big",
+	"nregs too small", "wrong arch", "heap id too big", "est_size 0",
+	"impossible size", "interval 0", "sampled with count 0", "address 0",
+	"unknown flags", "stack past stack_top", "stack wraps",
+};
+
+static void mutate(struct heapprofd_rec_alloc *a, int i)
+{
+	switch (i) {
+	case 0: a->hdr.len |= HEAPPROFD_REC_BUSY; break;
+	case 1: a->hdr.type = 77; break;
+	case 2: a->stack_len = 8; break;
+	case 3: a->nregs = 100; break;
+	case 4: a->nregs = 2; break;
+	case 5: a->arch = 7; break;
+	case 6: a->heap_id = 300; break;
+	case 7: a->est_size = 0; break;
+	case 8: a->req_size = 1ULL << 60; break;
+	case 9: a->interval = 0; break;
+	case 10: a->hdr.flags = 0; a->count = 0; break;
+	case 11: a->addr = 0; break;
+	case 12: a->hdr.flags |= 0x100; break;
+	case 13: a->regs[1] = 1000; a->stack_top = 1004; a->hdr.len += 8; a->stack_len = 8; break;
+	case 14: a->regs[1] = ~0ULL - 2; a->hdr.len += 8; a->stack_len = 8; break;
+	}
+}
+
+static void test_parse(void)
+{
+	uint64_t buf[1024];
+	struct heapprofd_rec_alloc *a;
+	struct heapprofd_rec_heap *h;
+	struct hp_parsed ps;
+	char why[200];
+	int i, bad = 0;
+
+	a = good_alloc(buf, 0x1234, 0x5000, 10, 1);
+	ok(hp_parse_record(a, a->hdr.len, &ps, why, sizeof(why)) == 0 && ps.alloc,
+	   "parse: a valid alloc record is accepted");
+	ok(hp_parse_record(good_free(buf, 1, 2), sizeof(struct heapprofd_rec_free), &ps, why,
+			   sizeof(why)) == 0 && ps.free, "parse: a valid free record is accepted");
+	h = (void *)buf;
+	memset(h, 0, sizeof(*h));
+	h->hdr.type = HEAPPROFD_REC_HEAP;
+	h->hdr.len = sizeof(*h);
+	h->heap_id = 20;
+	h->interval = 4096;
+	strcpy(h->name, "arena");
+	ok(hp_parse_record(h, sizeof(*h), &ps, why, sizeof(why)) == 0 && ps.heap,
+	   "parse: a valid heap record is accepted");
+	memset(h->name, 'x', sizeof(h->name));
+	ok(hp_parse_record(h, sizeof(*h), &ps, why, sizeof(why)) < 0 && why[0],
+	   "parse: heap name without NUL rejected (%s)", why);
+	for (i = 0; i < (int)(sizeof(mut_names) / sizeof(mut_names[0])); i++) {
+		a = good_alloc(buf, 0x1234, 0x5000, 10, 1);
+		mutate(a, i);
+		why[0] = 0;
+		if (hp_parse_record(a, sizeof(*a) + (a->hdr.len & HEAPPROFD_REC_LEN_MASK) - sizeof(*a),
+				    &ps, why, sizeof(why)) >= 0 || !why[0]) {
+			diag("mutation '%s' was accepted", mut_names[i]);
+			bad++;
+		}
+	}
+	ok(!bad, "parse: %d kinds of malformed alloc record rejected with a reason", i);
+	a = good_alloc(buf, 0x1234, 0x5000, 10, 1);
+	ok(hp_parse_record(a, sizeof(*a) - 8, &ps, why, sizeof(why)) < 0 && why[0],
+	   "parse: length mismatch rejected (%s)", why);
+	ok(hp_parse_record(a, 4, &ps, why, sizeof(why)) < 0,
+	   "parse: shorter than a header rejected");
+}
+
+static void test_garbage(void)
+{
+	struct hp_proc_info pi = { .pid = getpid(), .comm = "garbage",
+				   .maps_fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC),
+				   .mem_fd = open("/proc/self/mem", O_RDONLY | O_CLOEXEC),
+				   .exe_fd = -1 };
+	struct hp_proc *pr = hp_proc_new(P, &pi);
+	uint64_t buf[512];
+	unsigned seed = 12345;
+	int i, accepted = 0, rejected = 0;
+	char why[200], prefix[300];
+
+	for (i = 0; i < 20000; i++) {
+		size_t len = 8 * (1 + rand_r(&seed) % 60), k;
+		struct heapprofd_rec_alloc *a = (void *)buf;
+
+		for (k = 0; k < len / 4; k++)
+			((uint32_t *)buf)[k] = rand_r(&seed) * (rand_r(&seed) & 1);
+		if (i & 1) {	/* half of them nearly valid, to get past the header */
+			a->hdr.len = (uint32_t)len;
+			a->hdr.type = 1 + rand_r(&seed) % 4;
+			if (len >= sizeof(*a) && (i & 2)) {
+				good_alloc(a, (uint64_t)(uintptr_t)test_garbage + rand_r(&seed) % 4096,
+					   rand_r(&seed) + 1, rand_r(&seed) % 1000 + 1, i);
+				a->hdr.len = (uint32_t)len;
+				a->stack_len = (uint32_t)(len - sizeof(*a));
+				a->regs[1] = (uint64_t)(uintptr_t)buf;
+				a->regs[2] = rand_r(&seed);
+			}
+		}
+		if (hp_proc_feed(pr, buf, len, why, sizeof(why)))
+			rejected++;
+		else
+			accepted++;
+	}
+	snprintf(prefix, sizeof(prefix), "%s/garbage", tmpdir);
+	ok(pr && hp_proc_dump(pr, prefix, HP_OUT_PPROF | HP_OUT_TEXT, HP_DUMP_NOW | HP_DUMP_PEAK) == 0,
+	   "hostile records: 20000 random records (%d accepted, %d rejected), no crash, dump works",
+	   accepted, rejected);
+	hp_proc_end(pr);
+}
+
+/* ---- books ----------------------------------------------------------------- */
+
+static volatile int site_sink;
+__attribute__((noinline)) void site_a(void) { site_sink += 1; site_sink *= 3; }
+__attribute__((noinline)) void site_b(void) { site_sink += 2; site_sink *= 5; }
+__attribute__((noinline)) void site_c(void) { site_sink += 3; site_sink *= 7; }
+
+static struct hp_proc *self_proc(unsigned flags)
+{
+	struct hp_proc_info pi = { .pid = getpid(), .comm = "books", .flags = flags,
+				   .maps_fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC),
+				   .mem_fd = open("/proc/self/mem", O_RDONLY | O_CLOEXEC),
+				   .exe_fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC) };
+
+	return hp_proc_new(P, &pi);
+}
+
+static void feed_alloc(struct hp_proc *pr, void (*site)(void), uint64_t addr, uint64_t size,
+		       uint64_t seq)
+{
+	uint64_t buf[64];
+	char why[200];
+
+	good_alloc(buf, (uint64_t)(uintptr_t)site, addr, size, seq);
+	if (hp_proc_feed(pr, buf, sizeof(struct heapprofd_rec_alloc), why, sizeof(why)))
+		diag("feed alloc: %s", why);
+}
+
+static void feed_free(struct hp_proc *pr, uint64_t addr, uint64_t seq)
+{
+	uint64_t buf[8];
+	char why[200];
+
+	good_free(buf, addr, seq);
+	if (hp_proc_feed(pr, buf, sizeof(struct heapprofd_rec_free), why, sizeof(why)))
+		diag("feed free: %s", why);
+}
+
+/* Sum of value v over samples whose leaf is func. */
+static int64_t leaf_sum(const struct hp_prof *p, const char *func, int v)
+{
+	int64_t s = 0;
+
+	for (size_t i = 0; i < p->nsamples; i++) {
+		const struct hp_prof_sample *sm = &p->samples[i];
+
+		if (sm->nlocs && p->locs[sm->locs[0]].func &&
+		    !strcmp(p->locs[sm->locs[0]].func, func))
+			s += sm->v[v];
+	}
+	return s;
+}
+
+static int dump_read(struct hp_proc *pr, const char *name, unsigned which, struct hp_prof *out)
+{
+	char prefix[300], path[400], why[200];
+
+	snprintf(prefix, sizeof(prefix), "%s/%s", tmpdir, name);
+	if (hp_proc_dump(pr, prefix, HP_OUT_PPROF | HP_OUT_TEXT | HP_OUT_FOLDED, which))
+		return -1;
+	snprintf(path, sizeof(path), "%s.pb.gz", prefix);
+	if (hp_pprof_read(out, path, why, sizeof(why))) {
+		diag("%s", why);
+		return -1;
+	}
+	return 0;
+}
+
+static void test_books(void)
+{
+	struct hp_proc *pr = self_proc(HP_PROC_DUMP_AT_MAX);
+	struct hp_prof p;
+	struct hp_proc_stats st;
+
+	/* a: 3 x 100 bytes, one freed; b: 1000 bytes freed; c: 50 live */
+	feed_alloc(pr, site_a, 0x10, 100, 1);
+	feed_alloc(pr, site_a, 0x20, 100, 2);
+	feed_alloc(pr, site_a, 0x30, 100, 3);
+	feed_alloc(pr, site_b, 0x40, 1000, 4);
+	feed_free(pr, 0x20, 5);
+	feed_free(pr, 0x40, 6);
+	feed_alloc(pr, site_c, 0x50, 50, 7);
+	if (dump_read(pr, "books1", HP_DUMP_NOW, &p)) {
+		ok(0, "books: dump");
+		return;
+	}
+	ok(leaf_sum(&p, "site_a", HP_V_ALLOC_SPACE) == 300 &&
+	   leaf_sum(&p, "site_a", HP_V_ALLOC_OBJ) == 3 &&
+	   leaf_sum(&p, "site_a", HP_V_INUSE_SPACE) == 200 &&
+	   leaf_sum(&p, "site_a", HP_V_INUSE_OBJ) == 2,
+	   "books: site_a allocated 300 B / 3, in use 200 B / 2 (got %lld/%lld, %lld/%lld)",
+	   (long long)leaf_sum(&p, "site_a", HP_V_ALLOC_SPACE),
+	   (long long)leaf_sum(&p, "site_a", HP_V_ALLOC_OBJ),
+	   (long long)leaf_sum(&p, "site_a", HP_V_INUSE_SPACE),
+	   (long long)leaf_sum(&p, "site_a", HP_V_INUSE_OBJ));
+	ok(leaf_sum(&p, "site_b", HP_V_ALLOC_SPACE) == 1000 &&
+	   leaf_sum(&p, "site_b", HP_V_INUSE_SPACE) == 0 &&
+	   leaf_sum(&p, "site_c", HP_V_INUSE_SPACE) == 50,
+	   "books: freed site_b shows 0 in use, site_c 50");
+	ok(leaf_sum(&p, "site_a", HP_V_INUSE_USABLE) == 250,
+	   "books: requested 200 vs usable 250 in use at site_a (got %lld)",
+	   (long long)leaf_sum(&p, "site_a", HP_V_INUSE_USABLE));
+	hp_prof_free(&p);
+
+	/* Peak: in use was 1300 after seq 4. */
+	if (!dump_read(pr, "books1peak", HP_DUMP_PEAK, &p)) {
+		ok(leaf_sum(&p, "site_b", HP_V_INUSE_SPACE) == 1000 &&
+		   leaf_sum(&p, "site_a", HP_V_INUSE_SPACE) == 300 &&
+		   leaf_sum(&p, "site_c", HP_V_INUSE_SPACE) == 0,
+		   "books: dump at peak holds the state at 1300 B in use");
+		hp_prof_free(&p);
+	} else {
+		ok(0, "books: peak dump");
+	}
+
+	/* A free that arrives before its malloc (seq 9 before 8): matched. */
+	feed_free(pr, 0x60, 9);
+	feed_alloc(pr, site_c, 0x60, 70, 8);
+	/* A stale free (seq lower than the live malloc at 0x30): ignored. */
+	feed_free(pr, 0x30, 2);
+	/* Address reuse without a free record: the old one counts as freed. */
+	feed_alloc(pr, site_b, 0x10, 10, 10);
+	if (dump_read(pr, "books2", HP_DUMP_NOW, &p)) {
+		ok(0, "books: second dump");
+		return;
+	}
+	ok(leaf_sum(&p, "site_c", HP_V_ALLOC_SPACE) == 120 &&
+	   leaf_sum(&p, "site_c", HP_V_INUSE_SPACE) == 50,
+	   "books: a free arriving before its malloc is matched by seq (site_c in use %lld)",
+	   (long long)leaf_sum(&p, "site_c", HP_V_INUSE_SPACE));
+	ok(leaf_sum(&p, "site_a", HP_V_INUSE_SPACE) == 100,
+	   "books: stale free ignored, reused address frees the old allocation (site_a %lld)",
+	   (long long)leaf_sum(&p, "site_a", HP_V_INUSE_SPACE));
+	hp_prof_free(&p);
+	hp_proc_get_stats(pr, &st);
+	ok(st.fed == 11 && st.accounted == 11 && st.live_allocs == 3,
+	   "books: stats fed %llu accounted %llu live %llu",
+	   (unsigned long long)st.fed, (unsigned long long)st.accounted,
+	   (unsigned long long)st.live_allocs);
+	hp_proc_end(pr);
+}
+
+static void test_totals_and_tools(void)
+{
+	struct hp_proc *pr = self_proc(0);
+	struct heapprofd_counters c = { .alloc_calls = 7, .alloc_bytes = 7777, .free_calls = 3,
+					.free_bytes = 333, .records_dropped = 2 };
+	char prefix[300], path[400], cmd[1200], *out;
+	int i;
+
+	for (i = 0; i < 10; i++)
+		feed_alloc(pr, i < 7 ? site_a : site_b, 0x1000 + i * 16, 1000, i + 1);
+	hp_proc_set_totals(pr, &c);
+	snprintf(prefix, sizeof(prefix), "%s/tools", tmpdir);
+	ok(!hp_proc_dump(pr, prefix, HP_OUT_PPROF | HP_OUT_TEXT | HP_OUT_SVG | HP_OUT_FOLDED,
+			 HP_DUMP_NOW), "outputs: dump writes pprof, text, svg, folded");
+	snprintf(path, sizeof(path), "%s.txt", prefix);
+	out = slurp(path);
+	ok(out && strstr(out, "exact totals (client): 7 allocations, 7777 bytes") &&
+	   strstr(out, "site_a") && strstr(out, "7000"),
+	   "outputs: text table has site_a 7000 B and the client's exact totals");
+	free(out);
+	snprintf(path, sizeof(path), "%s.svg", prefix);
+	out = slurp(path);
+	ok(out && strstr(out, "<svg") && strstr(out, "</svg>") && strstr(out, "<title>site_a"),
+	   "outputs: SVG flame graph with hover titles");
+	free(out);
+	snprintf(cmd, sizeof(cmd), "cd %s && HOME=%s GOCACHE=%s/gocache GOFLAGS=-mod=mod "
+		 "go tool pprof -top -sample_index=inuse_space %s.pb.gz 2>&1", tmpdir, tmpdir,
+		 tmpdir, prefix);
+	out = run(cmd);
+	if (out && strstr(out, "not found") && strstr(out, "go"))
+		ok(1, "outputs: go tool pprof -top # SKIP go not installed");
+	else
+		ok(out && strstr(out, "site_a") && strstr(out, "site_b") &&
+		   (strstr(out, "9.77kB total") || strstr(out, "10000B total") ||
+		    strstr(out, "9.77KB total")),
+		   "outputs: go tool pprof -top reads the profile (site_a, site_b, 10000 B total)");
+	if (out && !strstr(out, "site_a"))
+		diag("pprof said: %s", out);
+	free(out);
+
+	/* report and diff */
+	snprintf(cmd, sizeof(cmd), "%s.pb.gz", prefix);
+	{
+		char *argv[] = { "report", cmd, "--top", "5", NULL };
+		char outp[400];
+		int saved = dup(1), fd;
+
+		snprintf(outp, sizeof(outp), "%s/report.txt", tmpdir);
+		fflush(stdout);
+		fd = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		dup2(fd, 1);
+		close(fd);
+		i = hp_report_main(4, argv);
+		fflush(stdout);
+		dup2(saved, 1);
+		close(saved);
+		out = slurp(outp);
+		ok(!i && out && strstr(out, "site_a") && strstr(out, "7000"),
+		   "report: reads the pprof back and prints the top call sites");
+		free(out);
+	}
+	hp_proc_end(pr);
+}
+
+static void test_diff_and_symbolize(void)
+{
+	struct hp_proc *pr = self_proc(0);
+	char a[300], b[300], pa[400], pb[400], outp[400], svg[400];
+	struct hp_prof p;
+	char why[200], *out;
+	int rc, saved, fd;
+
+	feed_alloc(pr, site_a, 0x100, 100, 1);
+	snprintf(a, sizeof(a), "%s/base", tmpdir);
+	hp_proc_dump(pr, a, HP_OUT_PPROF, HP_DUMP_NOW);
+	feed_alloc(pr, site_b, 0x200, 4000, 2);
+	feed_alloc(pr, site_a, 0x300, 100, 3);
+	snprintf(b, sizeof(b), "%s/later", tmpdir);
+	hp_proc_dump(pr, b, HP_OUT_PPROF | HP_OUT_NOSYMS, HP_DUMP_NOW);
+	snprintf(pa, sizeof(pa), "%s.pb.gz", a);
+	snprintf(pb, sizeof(pb), "%s.pb.gz", b);
+	/* Without symbols: no names in the file. */
+	rc = hp_pprof_read(&p, pb, why, sizeof(why));
+	ok(!rc && !find_loc(&p, "site_b") && p.nmaps > 0 && p.maps[0].build_id,
+	   "symbolize: a NOSYMS dump carries build ids and addresses only");
+	if (!rc)
+		hp_prof_free(&p);
+	{
+		char *argv[] = { "symbolize", pb, NULL };
+
+		rc = hp_symbolize_main(2, argv);
+	}
+	rc = rc ? rc : hp_pprof_read(&p, pb, why, sizeof(why));
+	ok(!rc && find_loc(&p, "site_b") && find_loc(&p, "site_b")->file,
+	   "symbolize: names and file:line filled in by build id");
+	if (!rc)
+		hp_prof_free(&p);
+	{
+		char *argv[] = { "report", pb, "--base", pa, "--svg", svg, NULL };
+
+		snprintf(svg, sizeof(svg), "%s/diff.svg", tmpdir);
+		snprintf(outp, sizeof(outp), "%s/diff.txt", tmpdir);
+		fflush(stdout);
+		saved = dup(1);
+		fd = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		dup2(fd, 1);
+		close(fd);
+		rc = hp_report_main(6, argv);
+		fflush(stdout);
+		dup2(saved, 1);
+		close(saved);
+	}
+	out = slurp(outp);
+	ok(!rc && out && strstr(out, "4000") && strstr(out, "site_b") &&
+	   strstr(out, "in use 4.0KiB"),
+	   "report --base: the difference is site_b 4000 B + site_a 100 B");
+	if (out && !strstr(out, "4000"))
+		diag("%s", out);
+	free(out);
+	hp_proc_end(pr);
+}
+
+static void test_custom_heap(void)
+{
+	struct hp_proc *pr = self_proc(0);
+	struct heapprofd_rec_heap h = { .hdr = { .len = sizeof(h), .type = HEAPPROFD_REC_HEAP },
+					.heap_id = 20, .interval = 1 };
+	uint64_t buf[64];
+	char why[200], prefix[300], path[400], *out;
+	struct hp_prof p;
+	int64_t arena = 0;
+
+	strcpy(h.name, "arena");
+	hp_proc_feed(pr, &h, sizeof(h), why, sizeof(why));
+	good_alloc(buf, (uint64_t)(uintptr_t)site_b, 0x100, 777, 1);
+	((struct heapprofd_rec_alloc *)buf)->heap_id = 20;
+	hp_proc_feed(pr, buf, sizeof(struct heapprofd_rec_alloc), why, sizeof(why));
+	feed_alloc(pr, site_b, 0x100, 5, 2);	/* same address, malloc heap */
+	snprintf(prefix, sizeof(prefix), "%s/heap", tmpdir);
+	hp_proc_dump(pr, prefix, HP_OUT_PPROF | HP_OUT_TEXT, HP_DUMP_NOW);
+	snprintf(path, sizeof(path), "%s.txt", prefix);
+	out = slurp(path);
+	snprintf(path, sizeof(path), "%s.pb.gz", prefix);
+	if (!hp_pprof_read(&p, path, why, sizeof(why))) {
+		for (size_t i = 0; i < p.nsamples; i++)
+			if (p.samples[i].heap && !strcmp(p.samples[i].heap, "arena"))
+				arena += p.samples[i].v[HP_V_INUSE_SPACE];
+		hp_prof_free(&p);
+	}
+	ok(out && strstr(out, "[arena] site_b") && strstr(out, "[libc.malloc] site_b") &&
+	   arena == 777, "books: a registered heap is kept apart and labelled (%lld B)",
+	   (long long)arena);
+	free(out);
+	hp_proc_end(pr);
+}
+
+static void test_maps_record(void)
+{
+	struct hp_proc *pr = self_proc(0);
+	struct heapprofd_rec_maps m = { .hdr = { .len = sizeof(m), .type = HEAPPROFD_REC_MAPS } };
+	struct hp_proc_stats st;
+	char why[100];
+
+	hp_proc_feed(pr, &m, sizeof(m), why, sizeof(why));
+	hp_proc_sync(pr);
+	hp_proc_get_stats(pr, &st);
+	ok(st.maps_reloads == 1, "maps: a MAPS record rereads the maps (%llu)",
+	   (unsigned long long)st.maps_reloads);
+	hp_proc_end(pr);
+}
+
+int main(void)
+{
+	struct hp_pipeline_opts o = { .unwind_workers = 2 };
+	char cmd[300];
+
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/hp-pipeline-test.XXXXXX");
+	if (!mkdtemp(tmpdir)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	P = hp_pipeline_new(&o);
+	ok(P != NULL, "pipeline: starts with 2 workers and a books thread");
+	if (!P)
+		return 1;
+	test_parse();
+	test_unwind(CH_O0, 0, "unwind -O0 frame pointers, live child");
+	test_unwind(CH_O2, 0, "unwind -O2 -fomit-frame-pointer (DWARF), live child");
+	test_unwind(CH_O2, 1, "unwind after the child exited and was reaped");
+	test_unwind(CH_DLOPEN, 0, "dlopen after the snapshot");
+	{
+		char *d = hp_demangle("_ZN2ns5Klass6methodEi");
+
+		ok(d && !strcmp(d, "ns::Klass::method(int)"), "symbolize: C++ names demangled (%s)",
+		   d ? d : "null");
+		free(d);
+	}
+	test_books();
+	test_totals_and_tools();
+	test_diff_and_symbolize();
+	test_maps_record();
+	test_custom_heap();
+	test_garbage();
+	hp_pipeline_free(P);
+	ok(1, "pipeline: shuts down cleanly");
+	if (!failed && !getenv("HP_KEEP")) {
+		snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
+		if (system(cmd))
+			diag("could not remove %s", tmpdir);
+	} else {
+		diag("outputs kept in %s", tmpdir);
+	}
+	return failed ? 1 : 0;
+}

@@ -1,0 +1,489 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * One profiled process as the daemon sees it: its ring (mapped from the
+ * module's consumer fd or the client's memfd), the drain that copies each
+ * record out of shared memory before anyone parses it, and the hand-off to
+ * the pipeline (unwinding, books, outputs).
+ *
+ * Everything in the ring is written by the profiled process and is hostile:
+ * ring.h checks positions and lengths, the pipeline checks record contents,
+ * and a SIGBUS from a memfd the client shrank is caught around every access
+ * to shared memory. Any of these ends that one session with a logged reason.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hpd.h"
+#include "ctlproto.h"
+
+struct hpd_session *hpd_sessions;
+struct hp_pipeline *hpd_pipe;
+static uint64_t next_id = 1;
+
+/* A record whose writer has not committed it after this long is given up. */
+#define STALL_BOUND_MS		1000
+/* Records drained in one go before other sessions get their turn. */
+#define DRAIN_BATCH		8192
+
+/* ---- SIGBUS guard around shared memory ---- */
+static sigjmp_buf guard_env;
+static volatile sig_atomic_t guard_on;
+
+static void on_sigbus(int sig, siginfo_t *si, void *uc)
+{
+	(void)si;
+	(void)uc;
+	if (guard_on) {
+		guard_on = 0;
+		siglongjmp(guard_env, 1);
+	}
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void guard_install(void)
+{
+	static int done;
+	struct sigaction sa;
+
+	if (done)
+		return;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_sigbus;
+	sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+	sigaction(SIGBUS, &sa, NULL);
+	done = 1;
+}
+
+uint64_t hpd_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+struct hpd_session *hpd_session_new(enum hpd_transport t, pid_t pid, const char *comm)
+{
+	struct hpd_session *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	guard_install();
+	s->transport = t;
+	s->id = next_id++;
+	s->pid = pid;
+	snprintf(s->comm, sizeof(s->comm), "%s", comm && *comm ? comm : "unknown");
+	/* The process chose its name and it ends up in file names: no '/', no "..". */
+	for (char *c = s->comm; *c; c++)
+		if (*c == '/' || *c == '\\' || (unsigned char)*c < ' ' || (unsigned char)*c > '~' ||
+		    *c == ' ' || (c == s->comm && *c == '.'))
+			*c = '_';
+	s->conn_fd = s->wake_fd = s->ring_fd = -1;
+	s->maps_fd = s->mem_fd = s->exe_fd = -1;
+	s->next = hpd_sessions;
+	hpd_sessions = s;
+	return s;
+}
+
+struct hpd_session *hpd_session_by_pid(pid_t pid)
+{
+	struct hpd_session *s, *best = NULL;
+
+	for (s = hpd_sessions; s; s = s->next)
+		if (s->pid == pid && !s->ending && (!best || s->id > best->id))
+			best = s;
+	return best;
+}
+
+/* hp_ring_open reads the client's header: guarded against a short memfd. */
+static __attribute__((noinline)) int guarded_open(struct hpd_session *s)
+{
+	int rc;
+
+	guard_on = 1;
+	if (sigsetjmp(guard_env, 0))
+		return -EFAULT;	/* the memfd is shorter than it claims */
+	rc = hp_ring_open(&s->ring, s->map, s->map_len);
+	guard_on = 0;
+	return rc;
+}
+
+int hpd_session_map(struct hpd_session *s, int fd, int is_memfd,
+		    uint32_t ctl_size, uint64_t data_size)
+{
+	void *m;
+	int rc;
+
+	if (ctl_size < sizeof(struct heapprofd_ctl) || ctl_size > (1U << 20) ||
+	    !hp_is_pow2(data_size) || data_size < HEAPPROFD_DATA_SIZE_MIN ||
+	    data_size > (1ULL << 32))
+		return -EINVAL;
+	m = hp_ring_map_fd(fd, is_memfd, ctl_size, data_size, &s->map_len);
+	if (m == MAP_FAILED)
+		return -errno;
+	s->map = m;
+	rc = guarded_open(s);
+	if (rc) {
+		munmap(m, s->map_len);
+		s->map = NULL;
+	}
+	return rc;
+}
+
+void hpd_default_prefix(struct hpd_session *s, char *out, size_t len)
+{
+	snprintf(out, len, "%s/%s.%d.%llu", hpd_opts.outdir, s->comm, (int)s->pid,
+		 (unsigned long long)s->id);
+}
+
+/* Write the configuration the producer reads, then publish it. */
+static void write_config(struct hpd_session *s, const struct hpd_rule *r, int enabled)
+{
+	struct heapprofd_config *cfg = s->ring.cfg;
+
+	if (enabled) {
+		cfg->interval = r && r->interval ? r->interval :
+			(hpd_opts.interval ? hpd_opts.interval : HEAPPROFD_INTERVAL_DEFAULT);
+		cfg->stack_cap = r && r->stack_cap ? r->stack_cap : HEAPPROFD_STACK_CAP_DEFAULT;
+		cfg->flags = r ? r->cfg_flags : 0;
+		cfg->block_timeout_us = 100000;
+	}
+	cfg->enabled = enabled;
+	__atomic_fetch_add(&cfg->generation, 1, __ATOMIC_RELEASE);
+}
+
+/* Start profiling: config, pipeline process, where the dumps go. */
+int hpd_session_enable(struct hpd_session *s, struct hpd_rule *r)
+{
+	struct hp_proc_info info;
+
+	memset(&info, 0, sizeof(info));
+	info.pid = s->pid;
+	info.session_id = s->id;
+	info.comm = s->comm;
+	info.maps_fd = s->maps_fd;
+	info.mem_fd = s->mem_fd;
+	info.exe_fd = s->exe_fd;
+	info.flags = r && r->dump_at_max ? HP_PROC_DUMP_AT_MAX : 0;
+	s->proc = hp_proc_new(hpd_pipe, &info);
+	if (!s->proc)
+		return -ENOMEM;
+	s->maps_fd = s->mem_fd = s->exe_fd = -1;	/* the pipeline owns them */
+	s->rule = r;
+	s->formats = r && r->formats ? r->formats :
+		HP_OUT_PPROF | HP_OUT_FOLDED | HP_OUT_SVG | HP_OUT_TEXT;
+	if (r && r->prefix[0]) {
+		if (r->pid == s->pid && !r->nsessions)
+			snprintf(s->prefix, sizeof(s->prefix), "%s", r->prefix);
+		else
+			snprintf(s->prefix, sizeof(s->prefix), "%s.%s.%d", r->prefix,
+				 s->comm, (int)s->pid);
+	} else {
+		hpd_default_prefix(s, s->prefix, sizeof(s->prefix));
+	}
+	s->continuous_ms = r ? r->continuous_ms : 0;
+	if (s->continuous_ms)
+		s->next_dump_ms = hpd_now_ms() + s->continuous_ms;
+	if (r) {
+		r->nsessions++;
+		r->live++;
+	}
+	guard_on = 1;
+	if (sigsetjmp(guard_env, 0)) {
+		hpd_session_end(s, "shared memory vanished while writing the configuration");
+		return -EFAULT;
+	}
+	if (s->transport != HPD_T_KERNEL) {
+		s->ring.kstate->state = HEAPPROFD_STATE_ATTACHED;
+		s->ring.kstate->consumer_pid = getpid();
+		s->ring.kstate->attach_count++;
+	}
+	write_config(s, r, 1);
+	guard_on = 0;
+	s->enabled = 1;
+	s->dormant = 0;
+	hpd_log(HPD_INFO, "profiling pid %d (%s), session %llu, %s transport, interval %llu, output %s",
+		(int)s->pid, s->comm, (unsigned long long)s->id,
+		s->transport == HPD_T_KERNEL ? "module" :
+		s->transport == HPD_T_SOCKET ? "user-space socket" : "user-space (found by scan)",
+		(unsigned long long)s->ring.cfg->interval, s->prefix);
+	{
+		char ev[1024] = "event";
+
+		hpc_put(ev, sizeof(ev), "kind", "session");
+		hpc_putu(ev, sizeof(ev), "pid", s->pid);
+		hpc_putu(ev, sizeof(ev), "session", s->id);
+		hpc_put(ev, sizeof(ev), "comm", s->comm);
+		hpc_put(ev, sizeof(ev), "prefix", s->prefix);
+		hpd_event(r, ev);
+	}
+	return 0;
+}
+
+/*
+ * Copy records out of the ring and feed them. producer_gone: the process
+ * has exited or hung up, so a record still not committed never will be.
+ * Returns with the ring empty and the consumer marked sleeping, or with a
+ * stalled record noted for the tick, or with the session ended.
+ */
+void hpd_session_drain(struct hpd_session *s, int producer_gone)
+{
+	const struct heapprofd_rec_hdr *rec;
+	char why[160];
+	uint32_t len;
+	volatile int n = 0;
+
+	if (!s->enabled || s->ending)
+		return;
+	guard_on = 1;
+	if (sigsetjmp(guard_env, 0)) {
+		hpd_session_end(s, "SIGBUS reading the ring: the process shrank its shared memory");
+		return;
+	}
+	for (;;) {
+		enum hp_ring_status st = hp_ring_peek(&s->ring, &rec, &len);
+
+		if (st == HP_RING_READY) {
+			if (len > s->buflen) {
+				uint8_t *nb = realloc(s->buf, len);
+
+				if (!nb) {
+					guard_on = 0;
+					hpd_session_end(s, "out of memory");
+					return;
+				}
+				s->buf = nb;
+				s->buflen = len;
+			}
+			memcpy(s->buf, rec, len);
+			hp_ring_advance(&s->ring, len);
+			s->stall_since_ms = 0;
+			s->records++;
+			s->bytes += len;
+			guard_on = 0;
+			if (hp_proc_feed(s->proc, s->buf, len, why, sizeof(why)) < 0) {
+				char msg[200];
+
+				snprintf(msg, sizeof(msg), "malformed record: %s", why);
+				hpd_session_end(s, msg);
+				return;
+			}
+			guard_on = 1;	/* the sigsetjmp above still holds */
+			if (++n >= DRAIN_BATCH && !producer_gone)
+				break;	/* the tick comes back for the rest */
+			continue;
+		}
+		if (st == HP_RING_CORRUPT) {
+			guard_on = 0;
+			hpd_session_end(s, "ring positions or record length out of range");
+			return;
+		}
+		if (st == HP_RING_NOT_READY) {
+			uint64_t now = hpd_now_ms();
+
+			if (s->stall_since_ms && s->stall_head == s->ring.chead &&
+			    (producer_gone || now - s->stall_since_ms >= STALL_BOUND_MS)) {
+				const struct heapprofd_rec_hdr *r2;
+				uint32_t l2;
+
+				/* It may have been committed just now. */
+				if (hp_ring_peek(&s->ring, &r2, &l2) != HP_RING_NOT_READY) {
+					s->stall_since_ms = 0;
+					continue;
+				}
+				if (hp_ring_skip_stalled(&s->ring)) {
+					const uint64_t *w = (const uint64_t *)(s->ring.data +
+						(s->ring.chead & s->ring.mask));
+
+					hpd_log(HPD_DEBUG, "pid %d: stalled %llu ms at head %llu tail %llu word %016llx gone %d",
+						(int)s->pid, (unsigned long long)(now - s->stall_since_ms),
+						(unsigned long long)s->ring.chead,
+						(unsigned long long)__atomic_load_n(&s->ring.prod->tail, __ATOMIC_RELAXED),
+						(unsigned long long)__atomic_load_n(w, __ATOMIC_RELAXED), producer_gone);
+					guard_on = 0;
+					hpd_session_end(s, "a writer died mid-record and the ring cannot be resynchronised");
+					return;
+				}
+				hpd_log(HPD_WARN, "pid %d: skipped a record its writer never committed",
+					(int)s->pid);
+				s->stall_since_ms = 0;
+				continue;
+			}
+			if (!s->stall_since_ms || s->stall_head != s->ring.chead) {
+				s->stall_head = s->ring.chead;
+				s->stall_since_ms = now;
+				if (producer_gone) {
+					s->stall_since_ms = now - STALL_BOUND_MS;
+					continue;
+				}
+			}
+			break;	/* the tick looks again */
+		}
+		/* Empty: sleep unless a record slipped in. */
+		if (producer_gone || s->poll_only || hp_ring_prepare_sleep(&s->ring))
+			break;
+	}
+	guard_on = 0;
+}
+
+/* Copy the client's exact counters for the books. */
+static void copy_totals(struct hpd_session *s)
+{
+	struct heapprofd_counters c;
+
+	guard_on = 1;
+	if (sigsetjmp(guard_env, 0))
+		return;
+	memcpy(&c, (const void *)s->ring.cnt, sizeof(c));
+	guard_on = 0;
+	hp_proc_set_totals(s->proc, &c);
+}
+
+int hpd_session_dump(struct hpd_session *s, unsigned which, char *path, size_t pathlen)
+{
+	char prefix[640];
+	int rc;
+
+	if (!s->proc)
+		return -ENOENT;
+	copy_totals(s);
+	if (which == HP_DUMP_NOW && s->continuous_ms && !s->ending)
+		snprintf(prefix, sizeof(prefix), "%s.%04u", s->prefix, ++s->dumps);
+	else
+		snprintf(prefix, sizeof(prefix), "%s", s->prefix);
+	rc = hp_proc_dump(s->proc, prefix, s->formats, which);
+	if (rc < 0)
+		hpd_log(HPD_ERR, "pid %d: writing %s.* failed", (int)s->pid, prefix);
+	else
+		hpd_log(HPD_INFO, "pid %d: wrote %s.*", (int)s->pid, prefix);
+	if (path)
+		snprintf(path, pathlen, "%s", prefix);
+	return rc;
+}
+
+static void release_fds(struct hpd_session *s)
+{
+	int *fds[] = { &s->conn_fd, &s->wake_fd, &s->ring_fd, &s->maps_fd,
+		       &s->mem_fd, &s->exe_fd };
+	size_t i;
+
+	if (s->conn_fd >= 0)
+		hpd_loop_del(s->conn_fd);
+	if (s->wake_fd >= 0)
+		hpd_loop_del(s->wake_fd);
+	for (i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
+		if (*fds[i] >= 0) {
+			close(*fds[i]);
+			*fds[i] = -1;
+		}
+}
+
+/*
+ * The end of a session: the process exited, it was detached, or its data
+ * was bad (why != NULL says so). What was collected is still dumped.
+ */
+void hpd_session_end(struct hpd_session *s, const char *why)
+{
+	char path[700] = "";
+	int rc = -1;
+
+	if (s->ending)
+		return;
+	s->ending = 1;
+	guard_on = 0;
+	if (why) {
+		snprintf(s->end_reason, sizeof(s->end_reason), "%s", why);
+		hpd_log(HPD_WARN, "pid %d (%s): session ended: %s", (int)s->pid, s->comm, why);
+	}
+	if (s->proc) {
+		/* With dump-at-max: PREFIX.* now and PREFIX.peak.* at the peak. */
+		rc = hpd_session_dump(s, HP_DUMP_NOW |
+				      (s->rule && s->rule->dump_at_max ? HP_DUMP_PEAK : 0),
+				      path, sizeof(path));
+		hp_proc_end(s->proc);
+		s->proc = NULL;
+	}
+	if (s->enabled) {
+		char ev[1400] = "event";
+
+		hpc_put(ev, sizeof(ev), "kind", "done");
+		hpc_putu(ev, sizeof(ev), "pid", s->pid);
+		hpc_putu(ev, sizeof(ev), "session", s->id);
+		hpc_put(ev, sizeof(ev), "prefix", path);
+		hpc_putu(ev, sizeof(ev), "ok", rc == 0);
+		hpc_putu(ev, sizeof(ev), "records", s->records);
+		hpc_put(ev, sizeof(ev), "reason", why ? why : "exit");
+		hpd_event(s->rule, ev);
+	}
+	if (s->rule && s->enabled)
+		s->rule->live--;
+	release_fds(s);
+	if (s->map) {
+		munmap(s->map, s->map_len);
+		s->map = NULL;
+	}
+}
+
+/*
+ * Stop profiling but leave the process alone: sampling off, the rest of
+ * the ring read, a final dump, and the connection closed so the client
+ * goes quiet (module: the session fd reports EPOLLHUP; socket: EOF).
+ */
+void hpd_session_detach(struct hpd_session *s)
+{
+	if (s->enabled && !s->ending && s->map) {
+		guard_on = 1;
+		if (!sigsetjmp(guard_env, 0)) {
+			write_config(s, s->rule, 0);
+			if (s->transport == HPD_T_SCAN) {
+				s->ring.kstate->state = HEAPPROFD_STATE_OPEN;
+				s->ring.kstate->consumer_pid = 0;
+			}
+		}
+		guard_on = 0;
+		hpd_session_drain(s, 1);
+	}
+	hpd_session_end(s, NULL);
+}
+
+/* Continuous dumps, stalled records, rings without a wake channel. */
+void hpd_session_tick(uint64_t now)
+{
+	struct hpd_session *s;
+
+	for (s = hpd_sessions; s; s = s->next) {
+		if (!s->enabled || s->ending)
+			continue;
+		hpd_session_drain(s, 0);
+		if (s->ending)
+			continue;
+		if (s->continuous_ms && now >= s->next_dump_ms) {
+			hpd_session_dump(s, HP_DUMP_NOW, NULL, 0);
+			s->next_dump_ms = now + s->continuous_ms;
+		}
+	}
+}
+
+void hpd_sessions_reap(void)
+{
+	struct hpd_session **pp = &hpd_sessions, *s;
+
+	while ((s = *pp) != NULL) {
+		if (s->ending) {
+			*pp = s->next;
+			free(s->buf);
+			free(s->tpriv);
+			free(s);
+		} else {
+			pp = &s->next;
+		}
+	}
+}

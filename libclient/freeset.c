@@ -1,0 +1,185 @@
+// SPDX-License-Identifier: GPL-2.0
+/* The set of sampled live addresses: mutations under a mutex, lookups
+ * lock-free (see freeset.h). Tables come from mmap, never from malloc, so
+ * the set can be used inside the malloc hooks. */
+#include <sched.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "freeset.h"
+
+static size_t table_bytes(uint64_t nslots)
+{
+	return sizeof(struct hp_fs_table) + nslots * sizeof(uint64_t);
+}
+
+static struct hp_fs_table *table_new(uint64_t nslots)
+{
+	struct hp_fs_table *t;
+
+	t = mmap(NULL, table_bytes(nslots), PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (t == MAP_FAILED)
+		return NULL;
+	t->mask = nslots - 1;
+	t->shift = 64 - __builtin_ctzll(nslots);
+	return t;
+}
+
+static void table_put(struct hp_fs_table *t, uint64_t key)
+{
+	uint64_t i = hp_fs_hash(key) >> t->shift;
+
+	for (;;) {
+		uint64_t v = t->slots[i];
+
+		if (v == HP_FS_EMPTY || v == HP_FS_TOMB) {
+			if (v == HP_FS_EMPTY)
+				t->used++;
+			t->live++;
+			__atomic_store_n(&t->slots[i], key, __ATOMIC_RELEASE);
+			return;
+		}
+		i = (i + 1) & t->mask;
+	}
+}
+
+void hp_freeset_init(struct hp_freeset *fs)
+{
+	memset(fs, 0, sizeof(*fs));
+	pthread_mutex_init(&fs->lock, NULL);
+}
+
+int hp_freeset_lookup(struct hp_freeset *fs, uint64_t key)
+{
+	const struct hp_fs_table *t;
+	uint32_t e;
+	int r;
+
+	for (;;) {
+		e = __atomic_load_n(&fs->epoch, __ATOMIC_SEQ_CST);
+		__atomic_fetch_add(&fs->readers[e & 1], 1, __ATOMIC_SEQ_CST);
+		/* Counted in the epoch that is still current: a rebuild that
+		 * flips it from now on waits for us. */
+		if (__atomic_load_n(&fs->epoch, __ATOMIC_SEQ_CST) == e)
+			break;
+		__atomic_fetch_sub(&fs->readers[e & 1], 1, __ATOMIC_RELEASE);
+	}
+	t = __atomic_load_n(&fs->table, __ATOMIC_SEQ_CST);
+	r = t && hp_fs_table_has(t, key);
+	__atomic_fetch_sub(&fs->readers[e & 1], 1, __ATOMIC_RELEASE);
+	return r;
+}
+
+/* Wait until no lookup can still be in a table unpublished before this
+ * call; lock held. */
+static void grace_period(struct hp_freeset *fs)
+{
+	uint32_t e = __atomic_fetch_add(&fs->epoch, 1, __ATOMIC_SEQ_CST);
+
+	while (__atomic_load_n(&fs->readers[e & 1], __ATOMIC_SEQ_CST))
+		sched_yield();
+}
+
+/* Rebuild into a table sized for the live keys; lock held. */
+static int grow(struct hp_freeset *fs)
+{
+	struct hp_fs_table *old = fs->table, *t;
+	uint64_t n = HP_FS_MIN_SLOTS, i;
+
+	while (old && n < 4 * (old->live + 1))
+		n <<= 1;
+	t = table_new(n);
+	if (!t)
+		return -1;
+	if (old)
+		for (i = 0; i <= old->mask; i++)
+			if (old->slots[i] > HP_FS_TOMB)
+				table_put(t, old->slots[i]);
+	fs->bytes += table_bytes(n);
+	__atomic_store_n(&fs->table, t, __ATOMIC_SEQ_CST);
+	if (old) {
+		grace_period(fs);
+		fs->bytes -= table_bytes(old->mask + 1);
+		munmap(old, table_bytes(old->mask + 1));
+	}
+	return 0;
+}
+
+int hp_freeset_insert(struct hp_freeset *fs, uint64_t key)
+{
+	uint8_t *f;
+	int ret = 0;
+
+	if (key <= HP_FS_TOMB)
+		return -1;
+	pthread_mutex_lock(&fs->lock);
+	if ((!fs->table || 2 * (fs->table->used + 1) > fs->table->mask + 1) &&
+	    grow(fs)) {
+		ret = -1;
+		goto out;
+	}
+	/* The filter first: a reader that finds the key in the table must
+	 * not have been turned away by the filter. Both become visible before
+	 * the program can hand the address to another thread. */
+	f = &fs->filter[hp_fs_hash(key) >> (64 - HP_FS_FILTER_BITS)];
+	if (*f != 255)
+		__atomic_store_n(f, *f + 1, __ATOMIC_RELAXED);
+	table_put(fs->table, key);
+out:
+	pthread_mutex_unlock(&fs->lock);
+	return ret;
+}
+
+int hp_freeset_remove(struct hp_freeset *fs, uint64_t key)
+{
+	struct hp_fs_table *t;
+	uint64_t i;
+	uint8_t *f;
+	int found = 0;
+
+	pthread_mutex_lock(&fs->lock);
+	t = fs->table;
+	if (!t)
+		goto out;
+	i = hp_fs_hash(key) >> t->shift;
+	for (;;) {
+		uint64_t v = t->slots[i];
+
+		if (v == key) {
+			__atomic_store_n(&t->slots[i], HP_FS_TOMB, __ATOMIC_RELAXED);
+			t->live--;
+			found = 1;
+			break;
+		}
+		if (v == HP_FS_EMPTY)
+			break;
+		i = (i + 1) & t->mask;
+	}
+	if (found) {
+		/* 255 is sticky: the count is no longer known. */
+		f = &fs->filter[hp_fs_hash(key) >> (64 - HP_FS_FILTER_BITS)];
+		if (*f != 255 && *f)
+			__atomic_store_n(f, *f - 1, __ATOMIC_RELAXED);
+	}
+out:
+	pthread_mutex_unlock(&fs->lock);
+	return found;
+}
+
+uint64_t hp_freeset_live(struct hp_freeset *fs)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&fs->lock);
+	n = fs->table ? fs->table->live : 0;
+	pthread_mutex_unlock(&fs->lock);
+	return n;
+}
+
+void hp_freeset_reset(struct hp_freeset *fs)
+{
+	if (fs->table)
+		munmap(fs->table, table_bytes(fs->table->mask + 1));
+	hp_freeset_init(fs);
+}

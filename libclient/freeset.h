@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The set of sampled live addresses. A free has to learn whether its
+ * address was sampled; almost never is it, so the lookup must be a few
+ * nanoseconds with no lock and no write to shared memory:
+ *
+ *   1. a filter of one-byte counters indexed by a hash of the address
+ *      (zero: certainly not in the set; nothing else is read);
+ *   2. otherwise an open-addressing table with linear probing, read
+ *      without a lock.
+ *
+ * Mutations (a sample inserts, the free of a sampled address removes) are
+ * rare and already pay for a ring record, so they take a mutex. Removal
+ * leaves a tombstone so lock-free readers never miss a key that moved; the
+ * table is rebuilt into a fresh one (published with a store) when it fills.
+ * A lookup that got past the filter (rare) announces itself in one of two
+ * reader counters, chosen by an epoch it re-checks after counting itself;
+ * a rebuild flips the epoch and waits until the old counter is zero before
+ * it unmaps the old table (a grace period in the manner of RCU: lookups are
+ * a few dozen instructions, so the wait is short).
+ *
+ * An address is inserted after the allocator returned it and removed before
+ * it is handed back to the allocator, so one address is never in the set
+ * twice and a reader that can see an address (it got it from the program)
+ * sees the table it was inserted into.
+ */
+#ifndef HP_FREESET_H
+#define HP_FREESET_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#define HP_FS_EMPTY	0ULL
+#define HP_FS_TOMB	1ULL
+#define HP_FS_FILTER_BITS 15		/* 32 KiB of counters */
+#define HP_FS_MIN_SLOTS 1024
+
+struct hp_fs_table {
+	uint64_t mask;
+	uint32_t shift;
+	uint64_t used;		/* live + tombstones */
+	uint64_t live;
+	uint64_t slots[];
+};
+
+struct hp_freeset {
+	struct hp_fs_table *table;	/* current, read lock-free */
+	pthread_mutex_t lock;
+	uint64_t bytes;			/* memory held by tables */
+	/* lookups past the filter, in flight, by epoch; a line of their own */
+	uint32_t epoch __attribute__((aligned(64)));
+	uint32_t readers[2];
+	uint8_t filter[1U << HP_FS_FILTER_BITS] __attribute__((aligned(64)));
+};
+
+static inline uint64_t hp_fs_hash(uint64_t key)
+{
+	return (key >> 3) * 0x9e3779b97f4a7c15ULL;
+}
+
+static inline int hp_fs_table_has(const struct hp_fs_table *t, uint64_t key)
+{
+	uint64_t i = hp_fs_hash(key) >> t->shift;
+
+	for (;;) {
+		uint64_t v = __atomic_load_n(&t->slots[i], __ATOMIC_RELAXED);
+
+		if (v == key)
+			return 1;
+		if (v == HP_FS_EMPTY)
+			return 0;
+		i = (i + 1) & t->mask;
+	}
+}
+
+/* The part of a lookup past the filter (freeset.c). */
+int hp_freeset_lookup(struct hp_freeset *fs, uint64_t key);
+
+/* Lock-free: might key be in the set? (A "yes" is confirmed under the lock
+ * by hp_freeset_remove.) Almost always answered by one byte of the filter. */
+static inline int hp_freeset_maybe(struct hp_freeset *fs, uint64_t key)
+{
+	if (__builtin_expect(!__atomic_load_n(
+		&fs->filter[hp_fs_hash(key) >> (64 - HP_FS_FILTER_BITS)],
+		__ATOMIC_RELAXED), 1))
+		return 0;
+	return hp_freeset_lookup(fs, key);
+}
+
+void hp_freeset_init(struct hp_freeset *fs);
+/* 0: inserted; -1: no memory (the sample is then not recorded as live). */
+int hp_freeset_insert(struct hp_freeset *fs, uint64_t key);
+/* 1: was present and is removed; 0: was not present. */
+int hp_freeset_remove(struct hp_freeset *fs, uint64_t key);
+/* Forget everything (fork child; single-threaded). */
+void hp_freeset_reset(struct hp_freeset *fs);
+uint64_t hp_freeset_live(struct hp_freeset *fs);
+
+#endif /* HP_FREESET_H */

@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Start-up and shut-down: read the environment, install the fork handlers,
+ * decide what exec'd children inherit, open the session; publish the exact
+ * counters at exit.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/*
+ * Without follow-forks (and outside whole-system mode, HEAPPROFD_NAME) an
+ * exec'd program should run without the client: take this library out of
+ * LD_PRELOAD. Entries are separated by ':' or spaces.
+ */
+static void strip_preload(void)
+{
+	const char *pre = getenv("LD_PRELOAD"), *self, *base, *p;
+	char out[4096];
+	size_t o = 0, blen;
+	Dl_info di;
+
+	if (!pre || !dladdr((void *)strip_preload, &di) || !di.dli_fname)
+		return;
+	self = di.dli_fname;
+	base = strrchr(self, '/');
+	base = base ? base + 1 : self;
+	blen = strlen(base);
+	if (strlen(pre) >= sizeof(out))
+		return;
+	p = pre;
+	while (*p) {
+		const char *e = p + strcspn(p, ": ");
+		size_t n = (size_t)(e - p);
+		const char *b = p;
+
+		for (const char *q = p; q < e; q++)
+			if (*q == '/')
+				b = q + 1;
+		if (n && !((size_t)(e - b) == blen && !memcmp(b, base, blen))) {
+			if (o)
+				out[o++] = ':';
+			memcpy(out + o, p, n);
+			o += n;
+		}
+		p = *e ? e + 1 : e;
+	}
+	out[o] = 0;
+	if (o)
+		setenv("LD_PRELOAD", out, 1);
+	else
+		unsetenv("LD_PRELOAD");
+}
+
+__attribute__((constructor)) static void hp_init(void)
+{
+	hp_resolve();
+	hp_hooks_init();
+	hp_config_from_env();
+	hp_fork_install();
+	if (!(hp_cfg.flags & HEAPPROFD_CFG_FOLLOW_FORKS) && !hp_cfg.name[0])
+		strip_preload();
+	if (!hp_name_matches())
+		return;
+	hp_session_start();
+}
+
+__attribute__((destructor)) static void hp_fini(void)
+{
+	hp_counters_flush_all();
+}

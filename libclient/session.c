@@ -1,0 +1,396 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The process-wide session: which transport holds the ring, the hot-path
+ * gate, the record writers and the ring-full policy (drop and count, bounded
+ * wait, adaptive interval), the config page and the end of profiling when
+ * the daemon goes away.
+ */
+#define _GNU_SOURCE
+#include <sched.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "stack.h"
+
+struct hp_session hp_sess = { .session_fd = -1, .sock_fd = -1,
+			      .event_fd = -1, .memfd = -1 };
+
+static const uint32_t hp_zero;
+const volatile uint32_t *hp_gate = &hp_zero;
+pthread_mutex_t hp_lock = PTHREAD_MUTEX_INITIALIZER;
+
+uint64_t hp_interval_eff = HEAPPROFD_INTERVAL_DEFAULT;
+uint32_t hp_interval_gen;
+static uint64_t hp_seq;
+static unsigned hp_adapt_shift;
+static uint64_t hp_adapt_last_ns;
+/* Set after a free waited in vain: no more waiting until the ring moves. */
+static uint64_t hp_free_wait_failed_head = ~0ULL;
+
+#define HP_ADAPT_MAX_SHIFT 16
+#define HP_FREE_WAIT_US 2000
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t hp_next_seq(void)
+{
+	return __atomic_add_fetch(&hp_seq, 1, __ATOMIC_SEQ_CST);
+}
+
+static void set_interval(uint64_t base)
+{
+	uint64_t eff = base;
+
+	if (hp_adapt_shift && base < (1ULL << 40) >> hp_adapt_shift)
+		eff = base << hp_adapt_shift;
+	__atomic_store_n(&hp_interval_eff, eff, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&hp_interval_gen, 1, __ATOMIC_RELEASE);
+}
+
+/* Reread the control page config when its generation moved. */
+void hp_config_poll(void)
+{
+	struct heapprofd_config *c;
+	uint32_t gen, v32;
+	uint64_t v;
+
+	if (!hp_sess.live)
+		return;
+	c = hp_sess.ring.cfg;
+	gen = __atomic_load_n(&c->generation, __ATOMIC_ACQUIRE);
+	if (gen == __atomic_load_n(&hp_sess.cfg_gen, __ATOMIC_RELAXED))
+		return;
+	pthread_mutex_lock(&hp_lock);
+	if (gen != hp_sess.cfg_gen) {
+		hp_sess.cfg_gen = gen;
+		v = __atomic_load_n(&c->interval, __ATOMIC_RELAXED);
+		hp_cfg.interval = (v >= 1 && v <= (1ULL << 40)) ? v :
+				  HEAPPROFD_INTERVAL_DEFAULT;
+		v32 = __atomic_load_n(&c->stack_cap, __ATOMIC_RELAXED);
+		hp_cfg.stack_cap = v32 <= (8U << 20) ? (v32 & ~7U) :
+				   HEAPPROFD_STACK_CAP_DEFAULT;
+		v32 = __atomic_load_n(&c->flags, __ATOMIC_RELAXED);
+		hp_cfg.flags = (v32 & ~HEAPPROFD_CFG_ALL) ? 0 : v32;
+		v32 = __atomic_load_n(&c->block_timeout_us, __ATOMIC_RELAXED);
+		hp_cfg.block_timeout_us = v32 <= 10000000 ? v32 : 10000;
+		hp_adapt_shift = 0;
+		set_interval(hp_cfg.interval);
+		hp_debug("config generation %u: interval %llu stack_cap %u flags %#x",
+			 gen, (unsigned long long)hp_cfg.interval,
+			 hp_cfg.stack_cap, hp_cfg.flags);
+	}
+	pthread_mutex_unlock(&hp_lock);
+}
+
+void hp_wake(void)
+{
+	__atomic_fetch_add(&hp_sess.ring.cnt->wakeups, 1, __ATOMIC_RELAXED);
+	if (hp_sess.kernel)
+		hp_kernel_wake(&hp_sess);
+	else
+		hp_socket_wake(&hp_sess);
+}
+
+/* Profiling ends: the hot path goes back to pass-through. The mapping is
+ * left in place because other threads may be writing into it right now. */
+void hp_session_stop(const char *why)
+{
+	if (__atomic_exchange_n(&hp_sess.stopped, 1, __ATOMIC_ACQ_REL))
+		return;
+	__atomic_store_n(&hp_gate, &hp_zero, __ATOMIC_RELEASE);
+	hp_debug("profiling stopped: %s", why);
+}
+
+/*
+ * Is the daemon gone for good? Checked only when the ring is full, and the
+ * socket (two system calls) at most every 10 ms, so that a burst of drops
+ * stays cheap.
+ */
+static int daemon_gone(void)
+{
+	static uint64_t last_check_ns;
+	uint32_t st = __atomic_load_n(&hp_sess.ring.kstate->state,
+				      __ATOMIC_RELAXED);
+	struct timespec ts;
+	uint64_t t, last;
+
+	if (st == HEAPPROFD_STATE_CLOSED)
+		return 1;
+	if (hp_sess.kernel || hp_sess.sock_fd < 0)
+		return 0;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	t = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	last = __atomic_load_n(&last_check_ns, __ATOMIC_RELAXED);
+	if (t - last < 10000000ULL ||
+	    !__atomic_compare_exchange_n(&last_check_ns, &last, t, 0,
+					 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		return 0;
+	return hp_socket_peer_gone(&hp_sess);
+}
+
+static int consumer_present(void)
+{
+	if (hp_sess.kernel)
+		return __atomic_load_n(&hp_sess.ring.kstate->state,
+				       __ATOMIC_RELAXED) == HEAPPROFD_STATE_ATTACHED;
+	return hp_sess.sock_fd >= 0 ||
+	       __atomic_load_n(&hp_sess.ring.kstate->state, __ATOMIC_RELAXED) ==
+	       HEAPPROFD_STATE_ATTACHED;
+}
+
+/* Adaptive mode: double the interval while the ring is over half full,
+ * halve it again once it drained below an eighth. At most one step per
+ * millisecond so one burst does not push the interval to the ceiling. */
+static void adapt(void)
+{
+	struct hp_ring *r = &hp_sess.ring;
+	uint64_t fill, t;
+
+	if (!(hp_cfg.flags & HEAPPROFD_CFG_ADAPTIVE))
+		return;
+	fill = __atomic_load_n(&r->prod->tail, __ATOMIC_RELAXED) -
+	       __atomic_load_n(&r->cons->head, __ATOMIC_RELAXED);
+	if (fill > r->size)
+		return;
+	if (fill > r->size / 2 ? hp_adapt_shift < HP_ADAPT_MAX_SHIFT :
+	    (fill < r->size / 8 && hp_adapt_shift > 0)) {
+		t = now_ns();
+		pthread_mutex_lock(&hp_lock);
+		if (t - hp_adapt_last_ns >= 1000000) {
+			hp_adapt_last_ns = t;
+			if (fill > r->size / 2)
+				hp_adapt_shift++;
+			else
+				hp_adapt_shift--;
+			set_interval(hp_cfg.interval);
+			hp_debug("adaptive: interval now %llu",
+				 (unsigned long long)hp_interval_eff);
+		}
+		pthread_mutex_unlock(&hp_lock);
+	}
+}
+
+/*
+ * Reserve a record, applying the ring-full policy. wait_us: how long to wait
+ * for room (0: drop at once). Returns NULL after counting the drop.
+ */
+static struct heapprofd_rec_hdr *reserve(uint32_t len, uint16_t type,
+					 uint32_t wait_us, int is_free)
+{
+	struct hp_ring *r = &hp_sess.ring;
+	struct heapprofd_rec_hdr *h;
+	uint64_t deadline = 0, head;
+	unsigned spins = 0;
+
+	for (;;) {
+		h = hp_ring_reserve(r, len, type);
+		if (h)
+			return h;
+		if (daemon_gone()) {
+			hp_session_stop("the daemon went away");
+			return NULL;
+		}
+		if (!wait_us || !consumer_present())
+			break;
+		head = __atomic_load_n(&r->cons->head, __ATOMIC_RELAXED);
+		if (is_free && head == __atomic_load_n(&hp_free_wait_failed_head,
+						       __ATOMIC_RELAXED))
+			break;
+		if (!deadline)
+			deadline = now_ns() + (uint64_t)wait_us * 1000;
+		else if (now_ns() > deadline) {
+			if (is_free)
+				__atomic_store_n(&hp_free_wait_failed_head, head,
+						 __ATOMIC_RELAXED);
+			break;
+		}
+		/* The consumer may be asleep with a full ring only if it
+		 * missed nothing; wake it to be safe, then back off. */
+		if (__atomic_load_n(&r->cons->sleeping, __ATOMIC_RELAXED))
+			hp_wake();
+		if (++spins < 16) {
+			sched_yield();
+		} else {
+			struct timespec ts = { 0, 50000 };
+
+			nanosleep(&ts, NULL);
+		}
+	}
+	hp_ring_count_drop(r, len, is_free);
+	return NULL;
+}
+
+static void commit(struct heapprofd_rec_hdr *h, uint32_t len)
+{
+	hp_ring_count_write(&hp_sess.ring, len);
+	if (hp_ring_commit(&hp_sess.ring, h))
+		hp_wake();
+}
+
+static uint32_t gettid_cached(void)
+{
+	if (!hp_self.tid)
+		hp_self.tid = (uint32_t)syscall(SYS_gettid);
+	return hp_self.tid;
+}
+
+int hp_write_alloc(const void *addr, uint64_t req, uint64_t usable,
+		   uint64_t est, uint64_t interval, uint32_t count,
+		   uint32_t heap_id, int exact)
+{
+	struct hp_thread *t = &hp_self;
+	struct heapprofd_rec_alloc *rec;
+	struct heapprofd_rec_hdr *h;
+	uint64_t sp_guess, want;
+	uint32_t cap, len, stack_len, room;
+	int truncated;
+
+	if (!hp_sess.live)
+		return -1;
+	hp_stack_bounds(t);
+	cap = hp_cfg.stack_cap;
+	sp_guess = (uint64_t)(uintptr_t)__builtin_frame_address(0);
+	/* Room for the copy: from a little below this frame (the capture
+	 * function's frame) to the top, capped. */
+	want = t->stack_top > sp_guess ? t->stack_top - sp_guess + 512 : 512;
+	if (want > cap)
+		want = cap;
+	room = (uint32_t)want;
+	len = (uint32_t)sizeof(*rec) + room;
+	h = reserve(len, HEAPPROFD_REC_ALLOC,
+		    (hp_cfg.flags & HEAPPROFD_CFG_BLOCK) ? hp_cfg.block_timeout_us : 0, 0);
+	if (!h) {
+		adapt();
+		return -1;
+	}
+	rec = (struct heapprofd_rec_alloc *)h;
+	rec->seq = hp_next_seq();
+	rec->addr = (uint64_t)(uintptr_t)addr;
+	rec->req_size = req;
+	rec->usable_size = usable;
+	rec->est_size = est;
+	rec->interval = interval;
+	rec->count = count;
+	rec->heap_id = heap_id;
+	rec->tid = gettid_cached();
+	rec->arch = HEAPPROFD_ARCH_X86_64;
+	rec->timestamp_ns = now_ns();
+	rec->stack_top = t->stack_top;
+	rec->nregs = HEAPPROFD_X86_64_NREGS;
+	memset(rec->regs, 0, sizeof(rec->regs));
+	stack_len = hp_stack_capture((uint64_t *)rec->regs, (uint8_t *)(rec + 1), room,
+				     t->stack_top, cap, &truncated);
+	rec->stack_len = stack_len;
+	h->flags = (truncated ? HEAPPROFD_ALLOC_STACK_TRUNCATED : 0) |
+		   (exact ? HEAPPROFD_ALLOC_EXACT : 0);
+	commit(h, len);
+	adapt();
+	return 0;
+}
+
+int hp_write_free(const void *addr, uint32_t heap_id, uint64_t seq)
+{
+	struct heapprofd_rec_free *rec;
+	struct heapprofd_rec_hdr *h;
+	uint32_t wait = HP_FREE_WAIT_US;
+
+	if (!hp_sess.live)
+		return -1;
+	if ((hp_cfg.flags & HEAPPROFD_CFG_BLOCK) && hp_cfg.block_timeout_us > wait)
+		wait = hp_cfg.block_timeout_us;
+	/* Frees are never lost silently: wait a bounded time, then count. */
+	h = reserve(sizeof(*rec), HEAPPROFD_REC_FREE, wait, 1);
+	if (!h)
+		return -1;
+	rec = (struct heapprofd_rec_free *)h;
+	rec->seq = seq;
+	rec->addr = (uint64_t)(uintptr_t)addr;
+	rec->heap_id = heap_id;
+	rec->tid = gettid_cached();
+	commit(h, sizeof(*rec));
+	return 0;
+}
+
+int hp_write_heap(uint32_t heap_id, uint64_t interval, const char *name)
+{
+	struct heapprofd_rec_heap *rec;
+	struct heapprofd_rec_hdr *h;
+
+	if (!hp_sess.live)
+		return -1;
+	h = reserve(sizeof(*rec), HEAPPROFD_REC_HEAP, HP_FREE_WAIT_US, 0);
+	if (!h)
+		return -1;
+	rec = (struct heapprofd_rec_heap *)h;
+	rec->heap_id = heap_id;
+	rec->resv = 0;
+	rec->interval = interval;
+	memset(rec->name, 0, sizeof(rec->name));
+	strncpy(rec->name, name, sizeof(rec->name) - 1);
+	commit(h, sizeof(*rec));
+	return 0;
+}
+
+/* Open the transport, map the ring and open the gate. */
+void hp_session_start(void)
+{
+	int ret = -1, dormant = hp_cfg.dormant;
+
+	if (hp_sess.live || hp_sess.stopped)
+		return;
+	if (hp_cfg.transport != HP_TR_SOCKET) {
+		ret = hp_kernel_open(&hp_sess, dormant, hp_cfg.ring_size);
+		if (ret && hp_cfg.transport == HP_TR_KERNEL) {
+			hp_debug("no kernel session (%d); not profiling", ret);
+			return;
+		}
+	}
+	if (ret)
+		ret = hp_socket_open(&hp_sess, dormant, hp_cfg.ring_size);
+	if (ret) {
+		hp_debug("no session (%d); not profiling", ret);
+		return;
+	}
+	hp_sess.live = 1;
+	hp_sess.cfg_gen = 0;
+	set_interval(hp_cfg.interval);
+	hp_config_poll();
+	hp_heaps_announce();
+	__atomic_store_n(&hp_gate, (const volatile uint32_t *)&hp_sess.ring.cfg->enabled,
+			 __ATOMIC_RELEASE);
+	hp_debug("session up (%s%s), interval %llu",
+		 hp_sess.kernel ? "kernel" : "socket", dormant ? ", dormant" : "",
+		 (unsigned long long)hp_cfg.interval);
+}
+
+/* In a fork child: drop everything that belongs to the parent's session
+ * without writing to it. */
+void hp_session_forget_child(void)
+{
+	__atomic_store_n(&hp_gate, &hp_zero, __ATOMIC_RELAXED);
+	if (hp_sess.live && !hp_sess.kernel && hp_sess.ring.map)
+		munmap(hp_sess.ring.map, hp_sess.ring.map_len);
+	/* The kernel mapping is VM_DONTCOPY: it is not there to unmap. */
+	if (hp_sess.session_fd >= 0)
+		close(hp_sess.session_fd);
+	if (hp_sess.sock_fd >= 0)
+		close(hp_sess.sock_fd);
+	if (hp_sess.event_fd >= 0)
+		close(hp_sess.event_fd);
+	if (hp_sess.memfd >= 0)
+		close(hp_sess.memfd);
+	memset(&hp_sess, 0, sizeof(hp_sess));
+	hp_sess.session_fd = hp_sess.sock_fd = hp_sess.event_fd = hp_sess.memfd = -1;
+	pthread_mutex_init(&hp_lock, NULL);
+	hp_adapt_shift = 0;
+	hp_free_wait_failed_head = ~0ULL;
+}

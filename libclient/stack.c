@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Stack capture for the unwinder: the registers it starts from and the raw
+ * bytes from the stack pointer up to the top of the thread's stack.
+ *
+ * The registers are taken inside hp_stack_capture() itself, at one
+ * instruction, and the copy is made by the same function, so the frames the
+ * copy starts with are still live while they are copied. The unwinder
+ * therefore begins in this library (it has unwind tables, as every x86-64
+ * object) and walks up through the hook into the program; a consumer skips
+ * the leading frames that lie in libheapprofd_client.so.
+ */
+#define _GNU_SOURCE
+#include <emmintrin.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "internal.h"
+#include "stack.h"
+
+/* Once per thread: where does its stack end? */
+void hp_stack_bounds(struct hp_thread *t)
+{
+	pthread_attr_t a;
+	void *addr = NULL;
+	size_t size = 0;
+
+	if (t->stack_top)
+		return;
+	if (!pthread_getattr_np(pthread_self(), &a)) {
+		if (!pthread_attr_getstack(&a, &addr, &size) && addr && size) {
+			t->stack_lo = (uint64_t)(uintptr_t)addr;
+			t->stack_top = t->stack_lo + size;
+		}
+		pthread_attr_destroy(&a);
+	}
+	if (!t->stack_top) {
+		/* Unknown: treat the current frame as near the top; copies
+		 * are then bounded by stack_cap only via this guess. */
+		uint64_t sp = (uint64_t)(uintptr_t)__builtin_frame_address(0);
+
+		t->stack_lo = 0;
+		t->stack_top = sp + 4096;
+	}
+}
+
+/*
+ * Copy a stack into the ring. Large copies use non-temporal stores: the
+ * ring is written once by us and read by another process, so pulling its
+ * lines into our cache only evicts the program's data (and is slower: about
+ * 1.2 us instead of 1.6 us for 16 KiB here). The sfence orders the
+ * streaming stores before the record's release-store commit.
+ */
+static void copy_out(uint8_t *dst, const uint8_t *src, size_t n)
+{
+	size_t head;
+
+	if (n < 2048) {
+		memcpy(dst, src, n);
+		return;
+	}
+	head = (16 - ((uintptr_t)dst & 15)) & 15;
+	memcpy(dst, src, head);
+	dst += head;
+	src += head;
+	n -= head;
+	while (n >= 64) {
+		__m128i a = _mm_loadu_si128((const __m128i *)src);
+		__m128i b = _mm_loadu_si128((const __m128i *)(src + 16));
+		__m128i c = _mm_loadu_si128((const __m128i *)(src + 32));
+		__m128i d = _mm_loadu_si128((const __m128i *)(src + 48));
+
+		_mm_stream_si128((__m128i *)dst, a);
+		_mm_stream_si128((__m128i *)(dst + 16), b);
+		_mm_stream_si128((__m128i *)(dst + 32), c);
+		_mm_stream_si128((__m128i *)(dst + 48), d);
+		dst += 64;
+		src += 64;
+		n -= 64;
+	}
+	memcpy(dst, src, n);
+	_mm_sfence();
+}
+
+__attribute__((noinline)) uint32_t
+hp_stack_capture(uint64_t *regs, uint8_t *dst, uint32_t room, uint64_t top,
+		 uint32_t cap, int *truncated)
+{
+	uint64_t sp, want;
+
+#if defined(__x86_64__)
+	__asm__ volatile("leaq 0(%%rip), %%rax\n\t"
+			 "movq %%rax, %c[ip](%[r])\n\t"
+			 "movq %%rsp, %c[sp](%[r])\n\t"
+			 "movq %%rbp, %c[bp](%[r])\n\t"
+			 "movq %%rbx, %c[bx](%[r])\n\t"
+			 "movq %%r12, %c[r12](%[r])\n\t"
+			 "movq %%r13, %c[r13](%[r])\n\t"
+			 "movq %%r14, %c[r14](%[r])\n\t"
+			 "movq %%r15, %c[r15](%[r])\n\t"
+			 :
+			 : [r] "r"(regs),
+			   [ip] "i"(8 * HEAPPROFD_X86_64_IP),
+			   [sp] "i"(8 * HEAPPROFD_X86_64_SP),
+			   [bp] "i"(8 * HEAPPROFD_X86_64_BP),
+			   [bx] "i"(8 * HEAPPROFD_X86_64_BX),
+			   [r12] "i"(8 * HEAPPROFD_X86_64_R12),
+			   [r13] "i"(8 * HEAPPROFD_X86_64_R13),
+			   [r14] "i"(8 * HEAPPROFD_X86_64_R14),
+			   [r15] "i"(8 * HEAPPROFD_X86_64_R15)
+			 : "rax", "memory");
+#else
+#error "heapprofd_client: only x86_64 stack capture is implemented"
+#endif
+	sp = regs[HEAPPROFD_X86_64_SP];
+	*truncated = 0;
+	if (top <= sp)
+		return 0;
+	want = top - sp;
+	if (want > cap) {
+		want = cap;
+		*truncated = 1;
+	}
+	if (want > room) {
+		want = room;
+		*truncated = 1;
+	}
+	copy_out(dst, (const uint8_t *)(uintptr_t)sp, want);
+	return (uint32_t)want;
+}

@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * A minimal daemon for the client tests: it listens on a SOCK_SEQPACKET
+ * socket, accepts the clients' hellos (socket_proto.h), maps their rings
+ * with hp_ring_map_fd(is_memfd=1) and drains the records into memory.
+ */
+#ifndef HP_MINIDAEMON_H
+#define HP_MINIDAEMON_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "../ring.h"
+#include "../socket_proto.h"
+
+struct md_rec {
+	uint16_t type;
+	uint16_t flags;
+	uint32_t len;
+	uint32_t nexe;
+	uint64_t exe_words[8];	/* stack words that look like PIE text addresses */
+	union {
+		struct heapprofd_rec_alloc alloc;
+		struct heapprofd_rec_free free;
+		struct heapprofd_rec_heap heap;
+		struct heapprofd_rec_hdr hdr;
+	} u;
+};
+
+struct md_session {
+	struct hp_hello hello;
+	int conn, fds[5], nfds;
+	struct hp_ring ring;
+	struct md_rec *recs;
+	size_t nrec, cap;
+	uint64_t stack_checked, stack_bad;	/* stack copies vs regs */
+	int corrupt;
+	int paused;		/* do not drain (ring-full tests) */
+	int no_store;
+};
+
+#define MD_MAX_SESSIONS 16
+
+struct md {
+	char path[108];
+	int lfd;
+	pthread_t th;
+	int stop;
+	int refuse;		/* reply with -EPERM */
+	int pause_all;
+	int hangup;		/* close the connection after the reply */
+	int no_store;		/* count records, keep none (benchmarks) */
+	int spin;		/* never sleep: producers never need to wake us */
+	pthread_mutex_t lock;
+	struct md_session s[MD_MAX_SESSIONS];
+	int nsess;
+};
+
+int md_start(struct md *d, const char *path);
+void md_stop(struct md *d);	/* joins; a final drain; sessions stay mapped */
+void md_free(struct md *d);
+void md_drain_session(struct md_session *s);
+/* Count ALLOC records of heap with req_size == size. */
+size_t md_count_alloc(const struct md_session *s, uint32_t heap, uint64_t size);
+#endif

@@ -1,0 +1,862 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * End-to-end tests of libheapprofd_client over the user-space transport.
+ * This program plays a minimal daemon (minidaemon.c) and runs programs
+ * under LD_PRELOAD: its own targets, a C++ program, and python3, sqlite3
+ * and git, checking the records that arrive and the programs' output.
+ *
+ * usage: test_client BUILD_DIR
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <malloc.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "minidaemon.h"
+#include "tap.h"
+
+extern char **environ;
+
+static char lib[512], target[512], cxx[512], sockpath[108], tmpdir[64];
+
+struct run {
+	int status;
+	char out[1 << 16];
+	size_t outlen;
+	char err[1 << 14];
+	size_t errlen;
+};
+
+typedef void (*interact_fn)(struct run *r, int in_w, void *arg);
+
+/*
+ * Run argv with the client preloaded (or not) and extra environment
+ * entries; collect stdout and stderr. interact, if given, is called once the
+ * program printed a line, with the write end of its stdin.
+ */
+static int run_prog(char *const argv[], const char *const *extra, int preload,
+		    struct run *r, interact_fn interact, void *arg)
+{
+	int in[2], out[2], err[2];
+	char *env[256];
+	char pre[600], sock[160];
+	int n = 0, i, done_out = 0, done_err = 0, interacted = 0;
+	pid_t pid;
+
+	memset(r, 0, sizeof(*r));
+	for (i = 0; environ[i] && n < 200; i++)
+		if (strncmp(environ[i], "LD_PRELOAD=", 11) &&
+		    strncmp(environ[i], "HEAPPROFD_", 10))
+			env[n++] = environ[i];
+	snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", lib);
+	snprintf(sock, sizeof(sock), "HEAPPROFD_SOCKET=%s", sockpath);
+	if (preload)
+		env[n++] = pre;
+	env[n++] = sock;
+	for (i = 0; extra && extra[i] && n < 254; i++)
+		env[n++] = (char *)extra[i];
+	env[n] = NULL;
+	if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC))
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		dup2(in[0], 0);
+		dup2(out[1], 1);
+		dup2(err[1], 2);
+		execve(argv[0], argv, env);
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	close(err[1]);
+	if (!interact)
+		close(in[1]);
+	while (!done_out || !done_err) {
+		struct pollfd p[2] = { { out[0], POLLIN, 0 }, { err[0], POLLIN, 0 } };
+		ssize_t k;
+
+		if (poll(p, 2, 30000) <= 0)
+			break;
+		if (!done_out && p[0].revents) {
+			k = read(out[0], r->out + r->outlen, sizeof(r->out) - 1 - r->outlen);
+			if (k <= 0)
+				done_out = 1;
+			else
+				r->outlen += (size_t)k;
+		}
+		if (!done_err && p[1].revents) {
+			k = read(err[0], r->err + r->errlen, sizeof(r->err) - 1 - r->errlen);
+			if (k <= 0)
+				done_err = 1;
+			else
+				r->errlen += (size_t)k;
+		}
+		if (interact && !interacted && memchr(r->out, '\n', r->outlen)) {
+			interacted = 1;
+			interact(r, in[1], arg);
+			close(in[1]);
+		}
+	}
+	if (interact && !interacted)
+		close(in[1]);
+	close(out[0]);
+	close(err[0]);
+	waitpid(pid, &r->status, 0);
+	return WIFEXITED(r->status) ? WEXITSTATUS(r->status) : 128 + WTERMSIG(r->status);
+}
+
+/* Check every ALLOC record's fields; returns the number of bad ones. */
+static size_t check_allocs(const struct md_session *s, const char **why)
+{
+	size_t i, bad = 0;
+
+	for (i = 0; i < s->nrec; i++) {
+		const struct heapprofd_rec_alloc *a = &s->recs[i].u.alloc;
+		uint64_t sp = a->regs[HEAPPROFD_X86_64_SP];
+		const char *w = NULL;
+
+		if (s->recs[i].type != HEAPPROFD_REC_ALLOC)
+			continue;
+		if (a->usable_size < a->req_size && a->heap_id == HEAPPROFD_HEAP_MALLOC)
+			w = "usable < req";
+		else if (a->nregs != HEAPPROFD_X86_64_NREGS || a->arch != HEAPPROFD_ARCH_X86_64)
+			w = "regs";
+		else if (!a->regs[HEAPPROFD_X86_64_IP] || !sp || sp >= a->stack_top)
+			w = "sp/ip";
+		else if (!a->stack_len || a->stack_len > a->stack_top - sp ||
+			 a->stack_len > HEAPPROFD_STACK_CAP_DEFAULT)
+			w = "stack_len";
+		else if (!(a->hdr.flags & HEAPPROFD_ALLOC_STACK_TRUNCATED) &&
+			 a->stack_len != a->stack_top - sp)
+			w = "untruncated stack not to the top";
+		else if (sizeof(*a) + a->stack_len > s->recs[i].len)
+			w = "record too short";
+		else if (!a->tid)
+			w = "tid";
+		else if (a->hdr.flags & HEAPPROFD_ALLOC_EXACT ?
+			 a->est_size != a->req_size :
+			 (a->est_size != (uint64_t)a->count * a->interval || !a->count))
+			w = "est_size";
+		if (w) {
+			bad++;
+			*why = w;
+		}
+	}
+	return bad;
+}
+
+/* Every FREE follows an ALLOC of the same address (and heap) with a lower
+ * seq; returns violations. */
+static size_t check_frees(const struct md_session *s)
+{
+	size_t i, j, bad = 0;
+
+	for (i = 0; i < s->nrec; i++) {
+		const struct heapprofd_rec_free *f = &s->recs[i].u.free;
+		int found = 0;
+
+		if (s->recs[i].type != HEAPPROFD_REC_FREE)
+			continue;
+		for (j = i; j-- > 0;) {
+			const struct heapprofd_rec_alloc *a = &s->recs[j].u.alloc;
+
+			if (s->recs[j].type == HEAPPROFD_REC_ALLOC &&
+			    a->addr == f->addr && a->heap_id == f->heap_id) {
+				found = a->seq < f->seq;
+				break;
+			}
+		}
+		bad += !found;
+	}
+	return bad;
+}
+
+static size_t count_type(const struct md_session *s, uint16_t type)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < s->nrec; i++)
+		n += s->recs[i].type == type;
+	return n;
+}
+
+static size_t count_free_of_size(const struct md_session *s, uint64_t size)
+{
+	size_t i, j, n = 0;
+
+	for (i = 0; i < s->nrec; i++) {
+		if (s->recs[i].type != HEAPPROFD_REC_FREE)
+			continue;
+		for (j = i; j-- > 0;)
+			if (s->recs[j].type == HEAPPROFD_REC_ALLOC &&
+			    s->recs[j].u.alloc.addr == s->recs[i].u.free.addr) {
+				n += s->recs[j].u.alloc.req_size == size;
+				break;
+			}
+	}
+	return n;
+}
+
+static struct md D;
+
+static void daemon_up(void)
+{
+	md_start(&D, sockpath);
+}
+
+/* HP_TEST_DUMP=1: list the records as TAP comments. */
+static void dump(void)
+{
+	int i;
+	size_t j;
+
+	if (!getenv("HP_TEST_DUMP"))
+		return;
+	for (i = 0; i < D.nsess; i++) {
+		const struct md_session *s = &D.s[i];
+
+		tap_diag("session %d pid %u flags %#x nrec %zu corrupt %d written %llu dropped %llu",
+			 i, s->hello.pid, s->hello.flags, s->nrec, s->corrupt,
+			 (unsigned long long)s->ring.cnt->records_written,
+			 (unsigned long long)s->ring.cnt->records_dropped);
+		for (j = 0; j < s->nrec; j++) {
+			const struct md_rec *r = &s->recs[j];
+
+			if (r->type == HEAPPROFD_REC_ALLOC)
+				tap_diag("  ALLOC addr %#llx seq %llu req %llu usable %llu est %llu heap %u tid %u flags %#x stack %u len %u top %#llx sp %#llx",
+					 (unsigned long long)r->u.alloc.addr,
+					 (unsigned long long)r->u.alloc.seq,
+					 (unsigned long long)r->u.alloc.req_size,
+					 (unsigned long long)r->u.alloc.usable_size,
+					 (unsigned long long)r->u.alloc.est_size,
+					 r->u.alloc.heap_id, r->u.alloc.tid, r->flags,
+					 r->u.alloc.stack_len, r->len,
+					 (unsigned long long)r->u.alloc.stack_top,
+					 (unsigned long long)r->u.alloc.regs[1]);
+			else if (r->type == HEAPPROFD_REC_FREE)
+				tap_diag("  FREE seq %llu heap %u addr %#llx",
+					 (unsigned long long)r->u.free.seq, r->u.free.heap_id,
+					 (unsigned long long)r->u.free.addr);
+			else
+				tap_diag("  type %u", r->type);
+		}
+	}
+}
+
+static void daemon_down(void)
+{
+	md_stop(&D);
+	dump();
+}
+
+#define ENV(...) ((const char *const[]){ __VA_ARGS__, NULL })
+
+static void t_basic(void)
+{
+	char *argv[] = { target, "basic", "500", "4321", NULL };
+	struct run r;
+	const char *why = "";
+	int rc;
+
+	daemon_up();
+	rc = run_prog(argv, ENV("HEAPPROFD_INTERVAL=1"), 1, &r, NULL, NULL);
+	daemon_down();
+	tap_ok(rc == 0 && D.nsess == 1, "client: basic target runs under the client (rc %d, sessions %d)",
+	       rc, D.nsess);
+	if (D.nsess == 1) {
+		struct md_session *s = &D.s[0];
+		size_t bad = check_allocs(s, &why);
+
+		tap_ok(s->hello.nfds == 5 && s->nfds == 5 && s->hello.data_size == HEAPPROFD_DATA_SIZE_DEFAULT,
+		       "client: hello carries memfd, eventfd, maps, mem, exe");
+		tap_ok(md_count_alloc(s, 0, 4321) == 500 && count_free_of_size(s, 4321) == 500,
+		       "client: interval 1 records all 500 mallocs (%zu) and their frees (%zu)",
+		       md_count_alloc(s, 0, 4321), count_free_of_size(s, 4321));
+		tap_ok(md_count_alloc(s, 0, 1010) == 1 && md_count_alloc(s, 0, 1030) == 1 &&
+		       md_count_alloc(s, 0, 1040) == 1 && md_count_alloc(s, 0, 1050) == 1 &&
+		       md_count_alloc(s, 0, 1060) == 1 && md_count_alloc(s, 0, 1280) == 1 &&
+		       md_count_alloc(s, 0, 1070) == 1 && md_count_alloc(s, 0, 4096) >= 1,
+		       "client: calloc, realloc, reallocarray, memalign, posix_memalign, aligned_alloc, valloc, pvalloc recorded");
+		tap_ok(!bad && !s->corrupt && s->stack_checked,
+		       "client: %zu ALLOC records have sane fields (req/usable, regs, sp, stack_len, tid, est) %s",
+		       (size_t)count_type(s, HEAPPROFD_REC_ALLOC), bad ? why : "");
+		tap_ok(!check_frees(s), "client: every FREE follows its ALLOC by seq (%zu frees)",
+		       count_type(s, HEAPPROFD_REC_FREE));
+		{
+			unsigned long long fn = 0;
+			const char *f;
+			size_t i, with = 0, total = 0;
+			uint32_t k;
+
+			r.out[r.outlen] = 0;
+			f = strstr(r.out, "fn=");
+			if (f)
+				fn = strtoull(f + 3, NULL, 16);
+			for (i = 0; i < s->nrec; i++) {
+				const struct md_rec *m = &s->recs[i];
+
+				if (m->type != HEAPPROFD_REC_ALLOC || m->u.alloc.req_size != 4321)
+					continue;
+				total++;
+				for (k = 0; k < m->nexe; k++)
+					if (m->exe_words[k] > fn && m->exe_words[k] < fn + 4096) {
+						with++;
+						break;
+					}
+			}
+			tap_ok(fn && total == 500 && with == total,
+			       "client: the copied stacks hold a return address into the caller (%zu of %zu)",
+			       with, total);
+		}
+	}
+	md_free(&D);
+}
+
+static void t_sampled(void)
+{
+	char *argv[] = { target, "basic", "20000", "1000", NULL };
+	struct run r;
+	const char *why = "";
+	double est = 0;
+	size_t i, n = 0;
+	int rc;
+
+	daemon_up();
+	rc = run_prog(argv, ENV("HEAPPROFD_SEED=7", "HEAPPROFD_BLOCK=10000000"), 1, &r, NULL, NULL);
+	daemon_down();
+	if (D.nsess == 1) {
+		struct md_session *s = &D.s[0];
+
+		for (i = 0; i < s->nrec; i++)
+			if (s->recs[i].type == HEAPPROFD_REC_ALLOC &&
+			    s->recs[i].u.alloc.req_size == 1000) {
+				est += (double)s->recs[i].u.alloc.est_size;
+				n++;
+				if (s->recs[i].u.alloc.interval != 4096)
+					why = "interval";
+			}
+		tap_ok(rc == 0 && !check_allocs(s, &why) && !*why &&
+		       est > 0.9 * 20e6 && est < 1.1 * 20e6,
+		       "client: default interval: %zu samples estimate %.0f of 20000000 bytes (within 10%%) %s",
+		       n, est, why);
+	} else {
+		tap_ok(0, "client: default interval: no session");
+	}
+	md_free(&D);
+}
+
+static void t_threads(void)
+{
+	char *argv[] = { target, "threads", "5000", NULL };
+	struct run r;
+	uint32_t tids[8];
+	size_t i, ntid = 0;
+	int rc;
+
+	daemon_up();
+	rc = run_prog(argv, ENV("HEAPPROFD_INTERVAL=1", "HEAPPROFD_BLOCK=10000000"), 1, &r, NULL, NULL);
+	daemon_down();
+	if (D.nsess == 1) {
+		struct md_session *s = &D.s[0];
+		const char *why = "";
+
+		for (i = 0; i < s->nrec; i++) {
+			uint32_t t = s->recs[i].u.alloc.tid;
+			size_t k;
+
+			if (s->recs[i].type != HEAPPROFD_REC_ALLOC ||
+			    s->recs[i].u.alloc.req_size != 3001)
+				continue;
+			for (k = 0; k < ntid && tids[k] != t; k++)
+				;
+			if (k == ntid && ntid < 8)
+				tids[ntid++] = t;
+		}
+		tap_ok(rc == 0 && md_count_alloc(s, 0, 3001) == 20000 &&
+		       count_free_of_size(s, 3001) == 20000 && ntid == 4 &&
+		       s->ring.cnt->records_dropped == 0 && !check_allocs(s, &why),
+		       "client: 4 threads x 5000 at interval 1 with HEAPPROFD_BLOCK: all %zu allocs and %zu frees arrive, %zu tids, dropped %llu",
+		       md_count_alloc(s, 0, 3001), count_free_of_size(s, 3001), ntid,
+		       (unsigned long long)s->ring.cnt->records_dropped);
+	} else {
+		tap_ok(0, "client: threads: no session");
+	}
+	md_free(&D);
+}
+
+static void t_cxx(void)
+{
+	char *argv[] = { cxx, NULL };
+	struct run r0, r1;
+	const char *why = "";
+	int rc0, rc1, rc2;
+	size_t bad;
+
+	rc0 = run_prog(argv, NULL, 0, &r0, NULL, NULL);
+	daemon_up();
+	rc1 = run_prog(argv, ENV("HEAPPROFD_INTERVAL=1"), 1, &r1, NULL, NULL);
+	daemon_down();
+	bad = D.nsess == 1 ? check_allocs(&D.s[0], &why) : 1;
+	tap_ok(rc0 == 0 && rc1 == 0 && r0.outlen && r0.outlen == r1.outlen &&
+	       !memcmp(r0.out, r1.out, r0.outlen) && !bad,
+	       "client: multi-threaded C++ (new/delete, realloc chains, aligned) same output at interval 1, records sane %s",
+	       why);
+	md_free(&D);
+	daemon_up();
+	rc2 = run_prog(argv, NULL, 1, &r1, NULL, NULL);
+	daemon_down();
+	tap_ok(rc2 == 0 && r0.outlen == r1.outlen && !memcmp(r0.out, r1.out, r0.outlen) &&
+	       D.nsess == 1 && count_type(&D.s[0], HEAPPROFD_REC_ALLOC) > 0,
+	       "client: multi-threaded C++ same output at the default interval (%zu samples)",
+	       D.nsess ? count_type(&D.s[0], HEAPPROFD_REC_ALLOC) : 0);
+	md_free(&D);
+}
+
+static int counters_of(int n, struct heapprofd_counters *c)
+{
+	char nb[16];
+	char *argv[] = { target, "count", nb, "64", NULL };
+	struct run r;
+	int rc;
+
+	snprintf(nb, sizeof(nb), "%d", n);
+	daemon_up();
+	rc = run_prog(argv, ENV("HEAPPROFD_INTERVAL=1G"), 1, &r, NULL, NULL);
+	daemon_down();
+	if (D.nsess != 1 || rc)
+		rc = -1;
+	else
+		*c = *D.s[0].ring.cnt;
+	md_free(&D);
+	return rc;
+}
+
+static void t_counters(void)
+{
+	struct heapprofd_counters a, b;
+	uint64_t fb, ab, us;
+	memset(&a, 0, sizeof(a));
+	memset(&b, 0, sizeof(b));
+	if (counters_of(1000, &a) || counters_of(3000, &b)) {
+		tap_ok(0, "client: exact counters: runs failed");
+		return;
+	}
+	/* Both byte counters count usable sizes (allocated - freed = in use):
+	 * the same for each of the 2000 blocks, and (when this program uses
+	 * glibc's malloc too) what malloc_usable_size reports here. */
+	fb = b.free_bytes - a.free_bytes;
+	ab = b.alloc_bytes - a.alloc_bytes;
+	us = fb / 2000;
+#ifndef __SANITIZE_ADDRESS__
+	{
+		void *p = malloc(64);
+
+		if (us != malloc_usable_size(p))
+			us = 0;	/* fails below */
+		free(p);
+	}
+#endif
+	tap_ok(b.alloc_calls - a.alloc_calls == 2000 && b.free_calls - a.free_calls == 2000 &&
+	       ab == fb && fb == 2000 * us && us >= 64 && us <= 64 + 32 &&
+	       b.alloc_bytes - b.free_bytes == a.alloc_bytes - a.free_bytes,
+	       "client: exact counters: 2000 more mallocs of 64 -> calls +%llu bytes +%llu, frees +%llu bytes +%llu (usable %llu), in use unchanged",
+	       (unsigned long long)(b.alloc_calls - a.alloc_calls), (unsigned long long)ab,
+	       (unsigned long long)(b.free_calls - a.free_calls),
+	       (unsigned long long)fb, (unsigned long long)us);
+}
+
+static void t_fork(void)
+{
+	char *argv[] = { target, "fork", NULL };
+	struct run r;
+	int rc;
+
+	daemon_up();
+	rc = run_prog(argv, ENV("HEAPPROFD_INTERVAL=1"), 1, &r, NULL, NULL);
+	daemon_down();
+	tap_ok(rc == 0 && D.nsess == 1 && md_count_alloc(&D.s[0], 0, 2001) == 1 &&
+	       md_count_alloc(&D.s[0], 0, 2002) == 0 && md_count_alloc(&D.s[0], 0, 2003) == 100 &&
+	       count_free_of_size(&D.s[0], 2001) == 1 && !D.s[0].corrupt,
+	       "client: fork without follow-forks: the child writes nothing into the parent's ring");
+	md_free(&D);
+	daemon_up();
+	rc = run_prog(argv, ENV("HEAPPROFD_INTERVAL=1", "HEAPPROFD_FOLLOW_FORKS=1"), 1, &r, NULL, NULL);
+	daemon_down();
+	tap_ok(rc == 0 && D.nsess == 2 && md_count_alloc(&D.s[0], 0, 2002) == 0 &&
+	       md_count_alloc(&D.s[1], 0, 2002) == 100 && md_count_alloc(&D.s[1], 0, 2003) == 0 &&
+	       D.s[1].hello.pid != D.s[0].hello.pid && count_free_of_size(&D.s[1], 2001) == 0,
+	       "client: fork with follow-forks: the child registers its own session (%d sessions)",
+	       D.nsess);
+	md_free(&D);
+}
+
+static void t_exec(void)
+{
+	char *argv[] = { target, "exec", NULL };
+	struct run r;
+	int rc;
+
+	daemon_up();
+	rc = run_prog(argv, ENV("HEAPPROFD_INTERVAL=1"), 1, &r, NULL, NULL);
+	daemon_down();
+	r.out[r.outlen] = 0;
+	tap_ok(rc == 0 && !strcmp(r.out, "LD_PRELOAD=\n") && D.nsess == 1 &&
+	       md_count_alloc(&D.s[0], 0, 2004) == 0,
+	       "client: exec without follow-forks: LD_PRELOAD stripped, the new image is not profiled");
+	md_free(&D);
+	daemon_up();
+	rc = run_prog(argv, ENV("HEAPPROFD_INTERVAL=1", "HEAPPROFD_FOLLOW_FORKS=1"), 1, &r, NULL, NULL);
+	daemon_down();
+	r.out[r.outlen] = 0;
+	tap_ok(rc == 0 && strstr(r.out, lib) && D.nsess == 2 &&
+	       md_count_alloc(&D.s[1], 0, 2004) == 100 && md_count_alloc(&D.s[0], 0, 2004) == 0,
+	       "client: exec with follow-forks: LD_PRELOAD kept, the new image registers a session");
+	md_free(&D);
+}
+
+static void enable_session(struct run *r, int in_w, void *arg)
+{
+	struct md_session *s;
+	int i;
+
+	(void)r;
+	(void)in_w;
+	(void)arg;
+	for (i = 0; i < 200 && !__atomic_load_n(&D.nsess, __ATOMIC_ACQUIRE); i++)
+		usleep(10000);
+	if (!D.nsess)
+		return;
+	s = &D.s[0];
+	/* What a daemon does: fill in, bump generation, then enable. */
+	s->ring.cfg->interval = 1;
+	__atomic_add_fetch(&s->ring.cfg->generation, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&s->ring.cfg->enabled, 1, __ATOMIC_RELEASE);
+	if (write(in_w, "g", 1) != 1)
+		return;
+}
+
+static void t_dormant(void)
+{
+	char *argv[] = { target, "dormant", NULL };
+	struct run r;
+	int rc;
+
+	daemon_up();
+	rc = run_prog(argv, ENV("HEAPPROFD_DORMANT=1"), 1, &r, enable_session, NULL);
+	daemon_down();
+	tap_ok(rc == 0 && D.nsess == 1 && (D.s[0].hello.flags & HP_HELLO_DORMANT) &&
+	       md_count_alloc(&D.s[0], 0, 111) == 0 && md_count_alloc(&D.s[0], 0, 222) == 100,
+	       "client: dormant: nothing before the config page enables it, then interval 1 from the config (%zu/%zu)",
+	       D.nsess ? md_count_alloc(&D.s[0], 0, 111) : 0,
+	       D.nsess ? md_count_alloc(&D.s[0], 0, 222) : 0);
+	md_free(&D);
+}
+
+static void t_heap(void)
+{
+	char *argv[] = { target, "heap", NULL };
+	struct run r;
+	int rc, id = -1;
+	size_t i, heaprec = 0;
+
+	daemon_up();
+	rc = run_prog(argv, NULL, 1, &r, NULL, NULL);
+	daemon_down();
+	r.out[r.outlen] = 0;
+	sscanf(r.out, "heap %d", &id);
+	if (D.nsess == 1) {
+		struct md_session *s = &D.s[0];
+
+		for (i = 0; i < s->nrec; i++)
+			if (s->recs[i].type == HEAPPROFD_REC_HEAP &&
+			    (int)s->recs[i].u.heap.heap_id == id &&
+			    !strcmp(s->recs[i].u.heap.name, "testpool") &&
+			    s->recs[i].u.heap.interval == 1)
+				heaprec++;
+		tap_ok(rc == 0 && id >= HEAPPROFD_HEAP_USER && heaprec == 1 &&
+		       md_count_alloc(s, (uint32_t)id, 64) == 50 &&
+		       count_type(s, HEAPPROFD_REC_FREE) >= 20 && !check_frees(s),
+		       "client: custom heap: HEAP record, 50 allocs and 20 frees with heap id %d", id);
+	} else {
+		tap_ok(0, "client: custom heap: no session");
+	}
+	md_free(&D);
+	rc = run_prog(argv, NULL, 0, &r, NULL, NULL);
+	r.out[r.outlen] = 0;
+	tap_ok(rc == 0 && !strcmp(r.out, "client absent\n"),
+	       "client: weak declarations let the program run without the client");
+}
+
+static int count_lines(const char *s, size_t n, const char *prefix)
+{
+	int k = 0;
+	size_t i = 0;
+
+	while (i < n) {
+		if (!strncmp(s + i, prefix, strlen(prefix)))
+			k++;
+		while (i < n && s[i] != '\n')
+			i++;
+		i++;
+	}
+	return k;
+}
+
+static void t_bad_env(void)
+{
+	char *argv[] = { target, "nothing", NULL };
+	struct run r;
+	int rc, lines;
+
+	daemon_up();
+	rc = run_prog(argv, ENV("HEAPPROFD_INTERVAL=-5", "HEAPPROFD_STACK_CAP=lots",
+				"HEAPPROFD_BLOCK=x", "HEAPPROFD_TRANSPORT=nope",
+				"HEAPPROFD_RING_SIZE=1000", "HEAPPROFD_FOLLOW_FORKS=maybe"),
+		      1, &r, NULL, NULL);
+	daemon_down();
+	lines = count_lines(r.err, r.errlen, "heapprofd_client: ignoring HEAPPROFD_");
+	tap_ok(rc == 0 && lines == 6 && count_lines(r.err, r.errlen, "") == 6 &&
+	       D.nsess == 1 && D.s[0].hello.data_size == HEAPPROFD_DATA_SIZE_DEFAULT,
+	       "client: 6 bad values give 6 lines on stderr and the defaults (%d lines)", lines);
+	md_free(&D);
+	daemon_up();
+	rc = run_prog(argv, ENV("HEAPPROFD_INTERVAL=-5", "HEAPPROFD_QUIET=1"), 1, &r, NULL, NULL);
+	daemon_down();
+	tap_ok(rc == 0 && r.errlen == 0 && r.outlen == 0, "client: HEAPPROFD_QUIET silences them; nothing on stdout");
+	md_free(&D);
+}
+
+static void t_bootstrap(void)
+{
+	char *argv[] = { target, "basic", "10", "100", NULL };
+	struct run r;
+	int rc;
+
+	daemon_up();
+	rc = run_prog(argv, ENV("HEAPPROFD_TEST_BOOTSTRAP=1", "HEAPPROFD_INTERVAL=1"), 1, &r, NULL, NULL);
+	daemon_down();
+	r.err[r.errlen] = 0;
+	tap_ok(rc == 0 && !strcmp(r.err, "heapprofd_client: bootstrap self-test ok\n") &&
+	       D.nsess == 1 && md_count_alloc(&D.s[0], 0, 100) == 10,
+	       "client: bootstrap arena (allocations during dlsym): usable size, alignment, calloc, realloc out, free no-op");
+	md_free(&D);
+}
+
+static void t_name(void)
+{
+	char *argv[] = { target, "nothing", NULL };
+	struct run r;
+	int n1, n2;
+
+	daemon_up();
+	run_prog(argv, ENV("HEAPPROFD_NAME=someoneelse"), 1, &r, NULL, NULL);
+	daemon_down();
+	n1 = D.nsess;
+	md_free(&D);
+	daemon_up();
+	run_prog(argv, ENV("HEAPPROFD_NAME=hp_target"), 1, &r, NULL, NULL);
+	daemon_down();
+	n2 = D.nsess;
+	md_free(&D);
+	tap_ok(n1 == 0 && n2 == 1, "client: HEAPPROFD_NAME profiles only the named program");
+}
+
+static void t_ring_full(void)
+{
+	char *argv[] = { target, "count", "5000", "100", NULL };
+	struct heapprofd_counters c;
+	size_t na = 0, nf = 0;
+	struct run r;
+	int rc;
+
+	daemon_up();
+	D.pause_all = 1;
+	rc = run_prog(argv, ENV("HEAPPROFD_INTERVAL=1", "HEAPPROFD_RING_SIZE=64K",
+				"HEAPPROFD_STACK_CAP=0"), 1, &r, NULL, NULL);
+	daemon_down();
+	memset(&c, 0, sizeof(c));
+	if (D.nsess == 1) {
+		c = *D.s[0].ring.cnt;
+		na = md_count_alloc(&D.s[0], 0, 100);
+		nf = count_free_of_size(&D.s[0], 100);
+	}
+	/* Every event is either written or counted: 5000 allocs, and a free
+	 * for each alloc that was written. */
+	tap_ok(rc == 0 && D.nsess == 1 && c.frees_dropped > 0 &&
+	       na + (c.records_dropped - c.frees_dropped) == 5000 &&
+	       nf + c.frees_dropped == na,
+	       "client: ring full: %zu allocs + %llu dropped = 5000; %zu frees + %llu frees dropped = %zu",
+	       na, (unsigned long long)(c.records_dropped - c.frees_dropped), nf,
+	       (unsigned long long)c.frees_dropped, na);
+	md_free(&D);
+}
+
+static void t_daemon_gone(void)
+{
+	char *argv[] = { target, "basic", "5000", "100", NULL };
+	struct run r;
+	int rc;
+
+	daemon_up();
+	D.pause_all = 1;
+	D.hangup = 1;
+	rc = run_prog(argv, ENV("HEAPPROFD_INTERVAL=1", "HEAPPROFD_RING_SIZE=64K",
+				"HEAPPROFD_BLOCK=100000"), 1, &r, NULL, NULL);
+	daemon_down();
+	tap_ok(rc == 0 && D.nsess == 1 && D.s[0].ring.cnt->records_written > 0 &&
+	       D.s[0].ring.cnt->records_dropped == 0 && D.s[0].ring.cnt->records_written < 1000,
+	       "client: the daemon hangs up: profiling stops at the full ring, the program goes on");
+	md_free(&D);
+}
+
+static void t_adaptive(void)
+{
+	char *argv[] = { target, "basic", "100000", "1000", NULL };
+	struct run r;
+	uint64_t maxi = 0;
+	size_t i, bad = 0;
+	int rc;
+
+	daemon_up();
+	D.pause_all = 1;
+	rc = run_prog(argv, ENV("HEAPPROFD_INTERVAL=256", "HEAPPROFD_RING_SIZE=64K",
+				"HEAPPROFD_ADAPTIVE=1"), 1, &r, NULL, NULL);
+	daemon_down();
+	if (D.nsess == 1) {
+		struct md_session *s = &D.s[0];
+
+		/* Paused: drain now to see what was written. */
+		md_drain_session(s);
+		for (i = 0; i < s->nrec; i++)
+			if (s->recs[i].type == HEAPPROFD_REC_ALLOC &&
+			    !(s->recs[i].flags & HEAPPROFD_ALLOC_EXACT)) {
+				const struct heapprofd_rec_alloc *a = &s->recs[i].u.alloc;
+
+				if (a->interval > maxi)
+					maxi = a->interval;
+				bad += a->est_size != (uint64_t)a->count * a->interval;
+			}
+	}
+	tap_ok(rc == 0 && maxi > 256 && !bad,
+	       "client: adaptive: the interval rose to %llu while the ring filled; est = count * interval",
+	       (unsigned long long)maxi);
+	md_free(&D);
+}
+
+static void t_real(const char *name, char *const argv[])
+{
+	struct run r0, r1;
+	const char *why = "";
+	int rc0, rc1;
+	size_t bad = 0, nalloc = 0;
+	int i;
+
+	if (access(argv[0], X_OK)) {
+		tap_ok(1, "client: %s: same output with and without the client # SKIP %s not installed",
+		       name, argv[0]);
+		return;
+	}
+	rc0 = run_prog(argv, NULL, 0, &r0, NULL, NULL);
+	daemon_up();
+	rc1 = run_prog(argv, ENV("HEAPPROFD_INTERVAL=512"), 1, &r1, NULL, NULL);
+	daemon_down();
+	for (i = 0; i < D.nsess; i++) {
+		bad += check_allocs(&D.s[i], &why) + (size_t)D.s[i].corrupt;
+		nalloc += count_type(&D.s[i], HEAPPROFD_REC_ALLOC);
+	}
+	tap_ok(rc0 == rc1 && r0.outlen > 0 && r0.outlen == r1.outlen &&
+	       !memcmp(r0.out, r1.out, r0.outlen) && D.nsess >= 1 && nalloc > 0 && !bad,
+	       "client: %s: same output (%zu bytes, rc %d) with and without the client; %zu samples, all sane %s",
+	       name, r0.outlen, rc0, nalloc, why);
+	md_free(&D);
+}
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	if (f) {
+		fputs(text, f);
+		fclose(f);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	const char *b = argc > 1 ? argv[1] : "build";
+	const char *only = argc > 2 ? argv[2] : NULL;
+	char fa[300], fb[300], sql[600];
+
+	signal(SIGPIPE, SIG_IGN);
+	/* HP_TEST_LIB: run against another build of the client (UBSan). */
+	snprintf(lib, sizeof(lib), "%s", getenv("HP_TEST_LIB") ? getenv("HP_TEST_LIB") :
+		 "");
+	if (!lib[0])
+		snprintf(lib, sizeof(lib), "%s/libheapprofd_client.so", b);
+	snprintf(target, sizeof(target), "%s/tests/client/hp_target", b);
+	snprintf(cxx, sizeof(cxx), "%s/tests/client/hp_cxx", b);
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/hp-client-test.XXXXXX");
+	if (!mkdtemp(tmpdir))
+		return 1;
+	snprintf(sockpath, sizeof(sockpath), "%s/d.sock", tmpdir);
+
+	{
+		static const struct { const char *name; void (*fn)(void); } tests[] = {
+			{ "basic", t_basic }, { "sampled", t_sampled },
+			{ "threads", t_threads }, { "cxx", t_cxx },
+			{ "counters", t_counters }, { "fork", t_fork },
+			{ "exec", t_exec }, { "dormant", t_dormant },
+			{ "heap", t_heap }, { "bad_env", t_bad_env },
+			{ "name", t_name }, { "ring_full", t_ring_full },
+			{ "bootstrap", t_bootstrap },
+			{ "daemon_gone", t_daemon_gone }, { "adaptive", t_adaptive },
+		};
+		unsigned k;
+
+		for (k = 0; k < sizeof(tests) / sizeof(tests[0]); k++)
+			if (!only || !strcmp(only, tests[k].name))
+				tests[k].fn();
+	}
+	if (!only || !strcmp(only, "real")) {
+		char *py[] = { "/usr/bin/python3", "-c",
+			"import json,collections\n"
+			"d=collections.Counter(str(i*i%977) for i in range(200000))\n"
+			"print(json.dumps(sorted(d.items())[:50]))\n"
+			"print(sum(len(str(x)) for x in range(100000)))", NULL };
+		char *sq[] = { "/usr/bin/sqlite3", ":memory:", sql, NULL };
+		char *git[] = { "/usr/bin/git", "diff", "--no-index", "--stat", "--", fa, fb, NULL };
+		char ta[20000], tb[20000];
+		int i, n = 0, m = 0;
+
+		snprintf(sql, sizeof(sql), "%s",
+			 "create table t(a integer, b text);"
+			 "with recursive c(x) as (select 1 union all select x+1 from c where x<20000) "
+			 "insert into t select x, hex(randomblob(0)) || x*x from c;"
+			 "create index ti on t(b);"
+			 "select count(*), sum(a), max(b) from t where a % 7 = 3;");
+		snprintf(fa, sizeof(fa), "%s/a.txt", tmpdir);
+		snprintf(fb, sizeof(fb), "%s/b.txt", tmpdir);
+		for (i = 0; i < 2000; i++) {
+			n += snprintf(ta + n, sizeof(ta) - n, "%d\n", i * 3);
+			m += snprintf(tb + m, sizeof(tb) - m, "%d\n", i % 5 ? i * 3 : i);
+			if (n > 19000 || m > 19000)
+				break;
+		}
+		write_file(fa, ta);
+		write_file(fb, tb);
+		t_real("python3", py);
+		t_real("sqlite3", sq);
+		t_real("git diff", git);
+		unlink(fa);
+		unlink(fb);
+	}
+	rmdir(tmpdir);
+	return tap_failed ? 1 : 0;
+}

@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: GPL-2.0
+/* The set of sampled live addresses: exactness, growth with tombstones,
+ * and lock-free lookups racing with mutations (run under TSan too). */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "../freeset.h"
+#include "tap.h"
+
+static struct hp_freeset fs;
+
+static void test_basic(void)
+{
+	uint64_t i, miss = 0, extra = 0;
+	int round;
+
+	hp_freeset_init(&fs);
+	for (round = 0; round < 5; round++) {
+		for (i = 1; i <= 20000; i++)
+			if (hp_freeset_insert(&fs, (i + round * 7) << 4))
+				miss++;
+		for (i = 1; i <= 20000; i++)
+			if (!hp_freeset_maybe(&fs, (i + round * 7) << 4))
+				miss++;
+		for (i = 1; i <= 20000; i++)
+			if (hp_freeset_remove(&fs, ((i + round * 7) << 4) + 8))
+				extra++;
+		for (i = 1; i <= 20000; i++)
+			if (!hp_freeset_remove(&fs, (i + round * 7) << 4))
+				miss++;
+	}
+	for (i = 1; i <= 100000; i++)
+		if (hp_freeset_maybe(&fs, i << 4))
+			extra++;
+	tap_ok(!miss && !extra && hp_freeset_live(&fs) == 0,
+	       "freeset: 5 rounds of 20000 inserts/lookups/removes exact (miss %llu, extra %llu)",
+	       (unsigned long long)miss, (unsigned long long)extra);
+	tap_ok(fs.bytes < (2u << 20), "freeset: tables hold %llu KiB after churn",
+	       (unsigned long long)(fs.bytes >> 10));
+	hp_freeset_reset(&fs);
+}
+
+#define NT 4
+#define PER 20000
+static uint64_t lost[NT];
+
+/* Each thread owns its keys: insert, look up lock-free, remove; while the
+ * others force rebuilds. A lookup of an inserted key must never miss. */
+static void *worker(void *arg)
+{
+	uint64_t t = (uint64_t)(uintptr_t)arg, i, base = (t + 1) << 40;
+
+	for (i = 0; i < PER; i++) {
+		uint64_t k = base + (i << 4);
+
+		hp_freeset_insert(&fs, k);
+		if (!hp_freeset_maybe(&fs, k))
+			lost[t]++;
+		if (i >= 64) {
+			uint64_t old = base + ((i - 64) << 4);
+
+			if (!hp_freeset_maybe(&fs, old) || !hp_freeset_remove(&fs, old))
+				lost[t]++;
+		}
+		/* An address never inserted is not found. */
+		if (hp_freeset_maybe(&fs, base + (i << 4) + 8) &&
+		    hp_freeset_remove(&fs, base + (i << 4) + 8))
+			lost[t]++;
+	}
+	return NULL;
+}
+
+static void test_threads(void)
+{
+	pthread_t th[NT];
+	uint64_t bad = 0;
+	int i;
+
+	hp_freeset_init(&fs);
+	for (i = 0; i < NT; i++)
+		pthread_create(&th[i], NULL, worker, (void *)(uintptr_t)i);
+	for (i = 0; i < NT; i++) {
+		pthread_join(th[i], NULL);
+		bad += lost[i];
+	}
+	tap_ok(!bad && hp_freeset_live(&fs) == NT * 64,
+	       "freeset: %d threads racing lookups with inserts/removes/rebuilds: no key lost (%llu), live %llu",
+	       NT, (unsigned long long)bad, (unsigned long long)hp_freeset_live(&fs));
+	hp_freeset_reset(&fs);
+}
+
+int main(void)
+{
+	test_basic();
+	test_threads();
+	return tap_failed ? 1 : 0;
+}

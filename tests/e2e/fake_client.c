@@ -1,0 +1,201 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * A hostile producer for the end-to-end tests: it speaks the user-space
+ * transport handshake correctly and then abuses its own ring.
+ *
+ *   fake_client SOCKET garbage   committed records with bad types/lengths
+ *   fake_client SOCKET corrupt   tail far beyond head, then a bad stamp
+ *   fake_client SOCKET shrink    truncates the ring memfd under the daemon
+ *   fake_client SOCKET stall     reserves a record and never commits it
+ *   fake_client SOCKET badhello  a hello with a wrong magic and no fds
+ *   fake_client SOCKET evilname  a hello whose comm is "../../hp_evil"
+ *   fake_client kernel MODE      the same abuse of a ring from /dev/heapprofd
+ *                                (garbage, corrupt, stall)
+ *
+ * Exit status 0 means it did its damage; whether the daemon survived is
+ * for the test to check.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "../../libclient/ring.h"
+#include "../../libclient/socket_proto.h"
+
+#define DATA (64u << 10)
+
+static int kernel_fd = -1;
+
+static void wake(int efd)
+{
+	uint64_t one = 1;
+
+	if (kernel_fd >= 0) {
+		ioctl(kernel_fd, HEAPPROFD_IOC_WAKE);
+		return;
+	}
+	if (write(efd, &one, sizeof(one)) < 0)
+		perror("eventfd");
+}
+
+/* Register with the module and map the session's ring. */
+static int kernel_open(struct hp_ring *r)
+{
+	struct heapprofd_register reg = { .size = sizeof(reg), .data_size = DATA };
+	struct heapprofd_fd_arg fa = { .size = sizeof(fa) };
+	int dev = open("/dev/heapprofd", O_RDWR), fd;
+	size_t len;
+	void *m;
+
+	if (dev < 0)
+		return -1;
+	fd = ioctl(dev, HEAPPROFD_IOC_REGISTER, &reg);
+	if (fd < 0)
+		return -1;
+	fa.slot = HEAPPROFD_FD_MAPS;
+	fa.fd = open("/proc/self/maps", O_RDONLY);
+	ioctl(fd, HEAPPROFD_IOC_DEPOSIT_FD, &fa);
+	fa.slot = HEAPPROFD_FD_MEM;
+	fa.fd = open("/proc/self/mem", O_RDONLY);
+	ioctl(fd, HEAPPROFD_IOC_DEPOSIT_FD, &fa);
+	m = hp_ring_map_fd(fd, 0, reg.ctl_size, DATA, &len);
+	if (m == MAP_FAILED || hp_ring_open(r, m, len))
+		return -1;
+	kernel_fd = fd;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int sock, memfd = -1, efd = -1, fds[4], i;
+	char cbuf[CMSG_SPACE(sizeof(fds))];
+	struct hp_hello h;
+	struct hp_hello_reply rep;
+	struct iovec iov = { &h, sizeof(h) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct cmsghdr *cm;
+	struct hp_ring r;
+	size_t len;
+	void *m;
+	const char *mode;
+
+	if (argc < 3) {
+		fprintf(stderr, "usage: fake_client SOCKET MODE\n");
+		return 2;
+	}
+	mode = argv[2];
+	if (!strcmp(argv[1], "kernel")) {
+		if (kernel_open(&r)) {
+			perror("kernel session");
+			return 4;
+		}
+		efd = -1;
+		usleep(500000);	/* let the daemon attach */
+		goto abuse;
+	}
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", argv[1]);
+	sock = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+	if (connect(sock, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		perror("connect");
+		return 1;
+	}
+	memset(&h, 0, sizeof(h));
+	if (!strcmp(mode, "badhello")) {
+		h.magic = 0xdeadbeef;
+		if (send(sock, &h, sizeof(h), 0) < 0)
+			return 1;
+		recv(sock, &rep, sizeof(rep), 0);
+		return rep.status ? 0 : 1;
+	}
+	memfd = memfd_create(HP_MEMFD_NAME, MFD_CLOEXEC);
+	if (ftruncate(memfd, HEAPPROFD_CTL_SIZE + DATA) < 0)
+		return 1;
+	efd = eventfd(0, EFD_CLOEXEC);
+	m = hp_ring_map_fd(memfd, 1, HEAPPROFD_CTL_SIZE, DATA, &len);
+	if (m == MAP_FAILED)
+		return 1;
+	hp_ring_format(m, HEAPPROFD_CTL_SIZE, DATA, 0, 0);
+	if (hp_ring_open(&r, m, len))
+		return 1;
+	fds[0] = memfd;
+	fds[1] = efd;
+	fds[2] = open("/proc/self/maps", O_RDONLY);
+	fds[3] = open("/proc/self/mem", O_RDONLY);
+	h.magic = HP_HELLO_MAGIC;
+	h.version = HP_PROTO_VERSION;
+	h.pid = getpid();
+	h.data_size = DATA;
+	h.ctl_size = HEAPPROFD_CTL_SIZE;
+	h.nfds = 4;
+	if (!strcmp(mode, "evilname"))	/* a name that tries to leave the output dir */
+		snprintf(h.comm, sizeof(h.comm), "../../hp_evil");
+	else
+		snprintf(h.comm, sizeof(h.comm), "fake_%s", mode);
+	mh.msg_control = cbuf;
+	mh.msg_controllen = sizeof(cbuf);
+	cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(fds));
+	memcpy(CMSG_DATA(cm), fds, sizeof(fds));
+	if (sendmsg(sock, &mh, 0) < 0 || recv(sock, &rep, sizeof(rep), 0) != sizeof(rep)) {
+		perror("hello");
+		return 1;
+	}
+	if (rep.status) {
+		fprintf(stderr, "daemon refused: %d\n", rep.status);
+		return 1;
+	}
+	usleep(100000);
+abuse:
+	if (!strcmp(mode, "garbage")) {
+		/* A committed record of an unknown type, then one claiming a huge size. */
+		struct heapprofd_rec_hdr *x = hp_ring_reserve(&r, 64, 0x77);
+
+		memset(x + 1, 0xa5, 64 - sizeof(*x));
+		hp_ring_commit(&r, x);
+		x = hp_ring_reserve(&r, sizeof(struct heapprofd_rec_alloc) + 64, HEAPPROFD_REC_ALLOC);
+		memset(x + 1, 0xff, sizeof(struct heapprofd_rec_alloc) + 64 - sizeof(*x));
+		hp_ring_commit(&r, x);
+		wake(efd);
+	} else if (!strcmp(mode, "corrupt")) {
+		__atomic_store_n(&r.prod->tail, r.size * 5 + 8, __ATOMIC_RELEASE);
+		wake(efd);
+		usleep(200000);
+		__atomic_store_n(&r.prod->tail, 64, __ATOMIC_RELEASE);
+		memset(r.data, 0x5a, 64);
+		wake(efd);
+	} else if (!strcmp(mode, "shrink") && kernel_fd < 0) {
+		struct heapprofd_rec_hdr *x = hp_ring_reserve(&r, 64, HEAPPROFD_REC_MAPS);
+
+		hp_ring_commit(&r, x);
+		if (ftruncate(memfd, HEAPPROFD_CTL_SIZE) < 0)
+			perror("ftruncate");
+		__atomic_store_n(&r.prod->tail, 128, __ATOMIC_RELEASE);
+		wake(efd);
+	} else if (!strcmp(mode, "stall")) {
+		if (!hp_ring_reserve(&r, 64, HEAPPROFD_REC_MAPS))
+			return 1;
+		wake(efd);
+	}
+	/* Spam random bytes over the whole ring for a while. */
+	for (i = 0; i < 50 && strcmp(mode, "shrink"); i++) {
+		size_t k;
+
+		for (k = 0; k < 512; k++)
+			r.data[rand() % DATA] = (uint8_t)rand();
+		wake(efd);
+		usleep(10000);
+	}
+	usleep(300000);
+	return 0;
+}

@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * A program with known allocation sites and sizes, for the end-to-end
+ * tests. Every site is its own non-inlined function so the profile must
+ * name it; the sizes are printed so the test can compare.
+ *
+ *   known_allocs sites            big 32 MiB, mid 8 MiB, small 1 MiB (kept live)
+ *   known_allocs threads N        N threads, each thread_site 8 MiB
+ *   known_allocs fork             parent_site 4 MiB; child child_site 8 MiB
+ *   known_allocs quick            quick_site 2 MiB, then _exit at once
+ *   known_allocs loop SECS        loop_site allocates and frees for SECS seconds
+ *   known_allocs spin SECS        like loop, prints "ready" first, for kill tests
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NOINLINE __attribute__((noinline, noclone))
+#define MiB (1024UL * 1024)
+
+static volatile unsigned long sink;
+static void *keep[1 << 16];
+static unsigned nkeep;
+
+static NOINLINE void *touch(void *p, size_t n)
+{
+	if (p) {
+		memset(p, 1, n);
+		sink += ((unsigned char *)p)[n - 1];
+	}
+	return p;
+}
+
+/* n allocations of size bytes at the caller's site, kept live */
+#define SITE(name) \
+	NOINLINE void name(size_t total, size_t size) \
+	{ \
+		size_t i; \
+		for (i = 0; i < total / size; i++) { \
+			void *p = touch(malloc(size), size); \
+			if (nkeep < sizeof(keep) / sizeof(keep[0])) \
+				keep[__atomic_fetch_add(&nkeep, 1, __ATOMIC_RELAXED)] = p; \
+		} \
+		__asm__ volatile("" ::: "memory"); \
+	}
+
+SITE(alloc_big)
+SITE(alloc_mid)
+SITE(alloc_small)
+SITE(thread_site)
+SITE(parent_site)
+SITE(child_site)
+SITE(quick_site)
+
+static NOINLINE void loop_site(void)
+{
+	void *p = touch(malloc(4096), 4096);
+
+	free(p);
+}
+
+static void *thread_main(void *arg)
+{
+	(void)arg;
+	thread_site(8 * MiB, 2048);
+	return NULL;
+}
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "sites";
+
+	if (!strcmp(mode, "sites")) {
+		alloc_big(32 * MiB, 4096);
+		alloc_mid(8 * MiB, 1024);
+		alloc_small(1 * MiB, 256);
+		printf("alloc_big %lu\nalloc_mid %lu\nalloc_small %lu\n", 32 * MiB, 8 * MiB, 1 * MiB);
+	} else if (!strcmp(mode, "threads")) {
+		int n = argc > 2 ? atoi(argv[2]) : 4, i;
+		pthread_t t[64];
+
+		if (n < 1 || n > 64)
+			n = 4;
+		for (i = 0; i < n; i++)
+			pthread_create(&t[i], NULL, thread_main, NULL);
+		for (i = 0; i < n; i++)
+			pthread_join(t[i], NULL);
+		printf("thread_site %lu\n", n * 8 * MiB);
+	} else if (!strcmp(mode, "fork")) {
+		pid_t c;
+		int st;
+
+		parent_site(4 * MiB, 1024);
+		c = fork();
+		if (c == 0) {
+			child_site(8 * MiB, 1024);
+			printf("child %d child_site %lu\n", (int)getpid(), 8 * MiB);
+			fflush(stdout);
+			_exit(0);
+		}
+		waitpid(c, &st, 0);
+		printf("parent_site %lu\n", 4 * MiB);
+	} else if (!strcmp(mode, "quick")) {
+		quick_site(2 * MiB, 512);
+		printf("quick_site %lu\n", 2 * MiB);
+		fflush(stdout);
+		_exit(0);
+	} else if (!strcmp(mode, "loop") || !strcmp(mode, "spin")) {
+		double end = now() + (argc > 2 ? atof(argv[2]) : 2);
+		unsigned long n = 0;
+
+		if (!strcmp(mode, "spin")) {
+			printf("ready %d\n", (int)getpid());
+			fflush(stdout);
+		}
+		while (now() < end) {
+			int i;
+
+			for (i = 0; i < 1000; i++)
+				loop_site();
+			n += 1000;
+		}
+		printf("loop done %lu\n", n);
+	} else {
+		fprintf(stderr, "unknown mode %s\n", mode);
+		return 2;
+	}
+	return 0;
+}
