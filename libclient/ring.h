@@ -244,16 +244,25 @@ static inline int hp_ring_finish(struct hp_ring *r, struct heapprofd_rec_hdr *h,
 				 int discard)
 {
 	union hp_commit c;
+	uint32_t watermark;
 
 	c.word = __atomic_load_n((uint64_t *)h, __ATOMIC_RELAXED);
 	c.len &= ~HEAPPROFD_REC_BUSY;
 	if (discard)
 		c.len |= HEAPPROFD_REC_DISCARD;
 	__atomic_store_n((uint64_t *)h, c.word, __ATOMIC_RELEASE);
-	/* Pairs with the consumer's fence between sleeping = 1 and its check. */
+	/* Pairs with the consumer's fence between storing sleeping and its check. */
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (!__atomic_load_n(&r->cons->sleeping, __ATOMIC_RELAXED))
+	watermark = __atomic_load_n(&r->cons->sleeping, __ATOMIC_RELAXED);
+	if (!watermark)
 		return 0;
+	if (watermark > 1) {
+		uint64_t unread = __atomic_load_n(&r->prod->tail, __ATOMIC_RELAXED) -
+				  __atomic_load_n(&r->cons->head, __ATOMIC_RELAXED);
+
+		if (unread < watermark)
+			return 0;	/* the consumer's timer picks it up */
+	}
 	/* One producer wins the wake-up; the others see 0. */
 	return __atomic_exchange_n(&r->cons->sleeping, 0, __ATOMIC_ACQ_REL) != 0;
 }
@@ -369,18 +378,28 @@ static inline int hp_ring_skip_stalled(struct hp_ring *r)
 }
 
 /*
- * The consumer is about to sleep. Returns 1 if it may sleep (sleeping is
- * set and the ring is still empty), 0 if a record arrived meanwhile.
+ * The consumer is about to sleep and wants a wake-up once watermark bytes
+ * are unread (1: for any record). With a watermark above 1 it must sleep
+ * with a timeout, which bounds how long fewer bytes wait. Returns 1 if it may
+ * sleep (sleeping is set and the ring is still empty), 0 if a record arrived
+ * meanwhile.
  */
-static inline int hp_ring_prepare_sleep(struct hp_ring *r)
+static inline int hp_ring_prepare_sleep_wm(struct hp_ring *r, uint32_t watermark)
 {
-	__atomic_store_n(&r->cons->sleeping, 1, __ATOMIC_RELAXED);
+	if (!watermark)
+		watermark = 1;
+	__atomic_store_n(&r->cons->sleeping, watermark, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&r->prod->tail, __ATOMIC_ACQUIRE) != r->chead) {
 		__atomic_store_n(&r->cons->sleeping, 0, __ATOMIC_RELAXED);
 		return 0;
 	}
 	return 1;
+}
+
+static inline int hp_ring_prepare_sleep(struct hp_ring *r)
+{
+	return hp_ring_prepare_sleep_wm(r, 1);
 }
 
 static inline void hp_ring_awake(struct hp_ring *r)

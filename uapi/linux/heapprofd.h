@@ -108,12 +108,17 @@ struct heapprofd_producer {
 };
 
 /*
- * The consumer's cache line. head is the number of bytes consumed. The
- * consumer sets sleeping to 1 before it sleeps in poll() and then checks the
- * ring once more; a producer that committed a record and then sees
- * sleeping != 0 makes one HEAPPROFD_IOC_WAKE call (or, in the user-space
- * transport, writes the eventfd). While the consumer is awake, producing
- * costs no system call.
+ * The consumer's cache line. head is the number of bytes consumed.
+ *
+ * sleeping is 0 while the consumer is awake. Before it sleeps in poll() the
+ * consumer stores a watermark there (at least 1: the number of unread bytes
+ * it wants to be woken for) and then checks the ring once more. A producer
+ * that committed a record and then finds sleeping != 0 and at least that many
+ * bytes unread swaps sleeping to 0 and, if it was the one to do so, makes one
+ * HEAPPROFD_IOC_WAKE call (or, in the user-space transport, writes the
+ * eventfd). Fewer bytes wait for the consumer's own timer, whose period
+ * bounds the latency. While the consumer is awake, or while less than the
+ * watermark is unread, producing costs no system call.
  */
 struct heapprofd_consumer {
 	__u64 head;
