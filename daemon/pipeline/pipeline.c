@@ -2,17 +2,22 @@
 /*
  * Threads, queues and the public API (pipeline.h).
  *
- *   caller (SERVICE)  hp_proc_feed: validate, copy, queue to the process's
- *                     worker.
- *   workers           unwind allocation records (per-process state owned by
- *                     the worker the process is pinned to: pid % workers),
- *                     reread maps on HEAPPROFD_REC_MAPS, pass everything on
- *                     to the books queue in feed order.
- *   books thread      the only thread that touches the books; builds the
- *                     in-memory profile for dumps (symbolizing on the way).
- *
- * Dumps and ends travel the same two queues as records, so a dump sees
- * every record fed before it and an end frees only after pending work.
+ *   caller (SERVICE)  hp_proc_feed: validate, copy, number the record (its
+ *                     "feed number"), queue it: allocation records to one
+ *                     of the workers (round robin), maps records to every
+ *                     worker (each rereads its snapshot) and, like frees
+ *                     and heap records, straight to the books.
+ *   workers           unwind. Each process has one unwinder per worker (its
+ *                     own libunwind address space, caches and maps
+ *                     snapshot), touched only by that worker, so a single
+ *                     busy process uses every worker.
+ *   books thread      the only thread that touches the books. Records come
+ *                     back from the workers out of order; the books apply
+ *                     them strictly in feed order (a reorder buffer keyed
+ *                     by feed number), so the seq rules of books.c see the
+ *                     ring's order. Dumps, syncs and ends are numbered too:
+ *                     a dump sees every record fed before it, an end frees
+ *                     only after them.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -23,12 +28,19 @@
 
 #include "internal.h"
 
-enum job_kind { J_REC, J_DUMP, J_SYNC, J_END, J_STOP };
+enum job_kind {
+	J_REC,		/* a record (books: account it) */
+	J_MAPS_W,	/* worker: reread the maps; then books: nothing (numbered) */
+	J_DUMP, J_SYNC,	/* books, numbered */
+	J_END,		/* books, numbered: the books go */
+	J_END_W,	/* worker: its unwinder for the process goes */
+	J_STOP,
+};
 
 /*
- * Backpressure: a process may have this many bytes of records waiting to be
- * unwound; hp_proc_feed then waits, so the ring fills and the client drops
- * (and counts) instead of the daemon's memory growing without bound.
+ * Backpressure: a process may have this many bytes of records in flight;
+ * hp_proc_feed then waits, so the ring fills and the client drops (and
+ * counts) instead of the daemon's memory growing without bound.
  */
 #define HP_MAX_QUEUED_BYTES	(8ULL << 20)
 
@@ -48,6 +60,8 @@ struct job {
 	struct waiter *w;
 	struct hp_uframe *frames;
 	int nframes;
+	int worker;		/* J_REC alloc, J_MAPS_W, J_END_W: which */
+	uint64_t feed;		/* numbered jobs */
 	size_t len;
 	uint64_t rec[];		/* the record copy, 8-byte aligned */
 };
@@ -58,6 +72,7 @@ struct queue {
 	struct job *head, *tail;
 	pthread_t thr;
 	struct hp_pipeline *p;
+	int idx;
 	int started;
 };
 
@@ -73,9 +88,11 @@ struct hp_pipeline {
 struct hp_proc {
 	struct hp_pipeline *p;
 	struct hp_proc *next, *prev;
-	struct queue *worker;
-	struct hp_unwinder *unw;	/* worker only */
+	struct hp_unwinder **unw;	/* [nworkers]; unw[i] touched by worker i only */
+	uint64_t *reloads_w, *unw_mem_w;	/* [nworkers], written by worker i */
 	struct hp_books *books;		/* books thread only */
+	struct hp_hmap reorder;		/* books thread only: feed -> job */
+	uint64_t books_next;		/* books thread only: next feed to apply */
 	pid_t pid;
 	uint64_t session_id;
 	char comm[64];
@@ -83,10 +100,12 @@ struct hp_proc {
 	pthread_mutex_t lock;		/* totals */
 	struct heapprofd_counters totals;
 	int have_totals;
-	uint64_t fed, accounted, unwind_errors, frames, reloads;	/* atomics */
+	uint64_t feed_no;		/* atomic: numbers handed out */
+	unsigned rr;			/* atomic: round robin over workers */
+	int refs;			/* atomic: books + one per worker */
+	uint64_t fed, accounted, unwind_errors, frames;			/* atomics */
 	uint64_t queued_bytes;						/* atomic */
 	uint64_t live, unmatched, books_mem;				/* books-written */
-	uint64_t unw_mem;						/* worker-written */
 	int ended;
 	struct timespec start;
 };
@@ -119,6 +138,18 @@ static struct job *q_pop(struct queue *q)
 	return j;
 }
 
+/* A job that must not be lost: retry the allocation rather than fail. */
+static struct job *job_new(enum job_kind kind, struct hp_proc *pr)
+{
+	struct job *j;
+
+	while (!(j = calloc(1, sizeof(*j))))
+		usleep(1000);
+	j->kind = kind;
+	j->pr = pr;
+	return j;
+}
+
 static void wake(struct waiter *w)
 {
 	pthread_mutex_lock(&w->lock);
@@ -135,27 +166,46 @@ static void wait_for(struct waiter *w)
 	pthread_mutex_unlock(&w->lock);
 }
 
-static void worker_rec(struct hp_pipeline *p, struct job *j)
+static void proc_put(struct hp_proc *pr)
+{
+	if (__atomic_sub_fetch(&pr->refs, 1, __ATOMIC_ACQ_REL))
+		return;
+	pthread_mutex_destroy(&pr->lock);
+	free(pr->unw);
+	free(pr->reloads_w);
+	free(pr->unw_mem_w);
+	free(pr);
+}
+
+/* ---- workers ------------------------------------------------------------ */
+
+static void worker_alloc(struct hp_pipeline *p, struct job *j)
 {
 	struct hp_proc *pr = j->pr;
+	struct hp_unwinder *u = pr->unw[j->worker];
 	struct hp_parsed ps;
 
 	/* Validated by hp_proc_feed already; parse again for the pointers. */
-	if (hp_parse_record(j->rec, j->len, &ps, NULL, 0))
+	if (!u || hp_parse_record(j->rec, j->len, &ps, NULL, 0) ||
+	    ps.type != HEAPPROFD_REC_ALLOC)
 		return;
-	if (ps.type == HEAPPROFD_REC_MAPS) {
-		hp_unwinder_maps_changed(pr->unw);
-	} else if (ps.type == HEAPPROFD_REC_ALLOC) {
-		j->frames = calloc(p->max_frames, sizeof(*j->frames));
-		if (j->frames)
-			j->nframes = hp_unwind(pr->unw, ps.alloc, ps.stack, ps.stack_len,
-					       j->frames, p->max_frames);
-		if (j->nframes <= 1)
-			__atomic_add_fetch(&pr->unwind_errors, 1, __ATOMIC_RELAXED);
-		__atomic_add_fetch(&pr->frames, j->nframes, __ATOMIC_RELAXED);
-	}
-	__atomic_store_n(&pr->reloads, hp_unwinder_reloads(pr->unw), __ATOMIC_RELAXED);
-	__atomic_store_n(&pr->unw_mem, hp_unwinder_mem(pr->unw), __ATOMIC_RELAXED);
+	j->frames = calloc(p->max_frames, sizeof(*j->frames));
+	if (j->frames)
+		j->nframes = hp_unwind(u, ps.alloc, ps.stack, ps.stack_len, j->frames,
+				       p->max_frames);
+	if (j->nframes <= 1)
+		__atomic_add_fetch(&pr->unwind_errors, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&pr->frames, j->nframes, __ATOMIC_RELAXED);
+}
+
+static void worker_note(struct hp_proc *pr, int w)
+{
+	struct hp_unwinder *u = pr->unw[w];
+
+	if (!u)
+		return;
+	__atomic_store_n(&pr->reloads_w[w], hp_unwinder_reloads(u), __ATOMIC_RELAXED);
+	__atomic_store_n(&pr->unw_mem_w[w], hp_unwinder_mem(u), __ATOMIC_RELAXED);
 }
 
 static void *worker_main(void *arg)
@@ -170,27 +220,49 @@ static void *worker_main(void *arg)
 			free(j);
 			return NULL;
 		case J_REC:
-			worker_rec(q->p, j);
+			worker_alloc(q->p, j);
+			worker_note(j->pr, j->worker);
+			q_push(&q->p->books, j);
 			break;
-		case J_END:
-			hp_unwinder_free(j->pr->unw);
-			j->pr->unw = NULL;
+		case J_MAPS_W:
+			if (j->pr->unw[j->worker])
+				hp_unwinder_maps_changed(j->pr->unw[j->worker]);
+			worker_note(j->pr, j->worker);
+			q_push(&q->p->books, j);	/* numbered: dumps wait for it */
+			break;
+		case J_END_W:
+			hp_unwinder_free(j->pr->unw[j->worker]);
+			j->pr->unw[j->worker] = NULL;
+			proc_put(j->pr);
+			free(j);
 			break;
 		default:
+			free(j);	/* not a worker's job */
 			break;
 		}
-		q_push(&q->p->books, j);
 	}
 }
+
+/* ---- books ----------------------------------------------------------------- */
 
 static void publish_stats(struct hp_proc *pr)
 {
 	uint64_t live, unmatched;
 
 	hp_books_stats(pr->books, &live, &unmatched);
-	__atomic_store_n(&pr->books_mem, hp_books_mem(pr->books), __ATOMIC_RELAXED);
+	__atomic_store_n(&pr->books_mem, hp_books_mem(pr->books) + pr->reorder.cap *
+			 sizeof(struct hp_hent), __ATOMIC_RELAXED);
 	__atomic_store_n(&pr->live, live, __ATOMIC_RELAXED);
 	__atomic_store_n(&pr->unmatched, unmatched, __ATOMIC_RELAXED);
+}
+
+static uint64_t reloads(struct hp_proc *pr)
+{
+	uint64_t r = 0;
+
+	for (int i = 0; i < pr->p->nworkers; i++)
+		r += __atomic_load_n(&pr->reloads_w[i], __ATOMIC_RELAXED);
+	return r;
 }
 
 static void books_rec(struct job *j)
@@ -261,10 +333,46 @@ static void books_dump(struct job *j)
 		hp_prof_add_comment(o, "unwinding: %llu samples, %llu with <= 1 frame, %llu maps rereads",
 				    (unsigned long long)__atomic_load_n(&pr->accounted, __ATOMIC_RELAXED),
 				    (unsigned long long)__atomic_load_n(&pr->unwind_errors, __ATOMIC_RELAXED),
-				    (unsigned long long)__atomic_load_n(&pr->reloads, __ATOMIC_RELAXED));
+				    (unsigned long long)reloads(pr));
 		hp_books_export(pr->books, o, whiches[i], w->symbols);
 	}
 	publish_stats(pr);
+}
+
+/* Apply one numbered job, in feed order. Returns 1 if the process is gone. */
+static int books_apply(struct job *j)
+{
+	struct hp_proc *pr = j->pr;
+
+	switch (j->kind) {
+	case J_REC:
+		books_rec(j);
+		break;
+	case J_DUMP:
+		books_dump(j);
+		wake(j->w);
+		break;
+	case J_SYNC:
+		wake(j->w);
+		break;
+	case J_END: {
+		struct hp_hent *e;
+
+		/* Nothing can be left: END is the last number handed out. */
+		hp_hmap_for_each(&pr->reorder, e)
+			free(e->v);
+		hp_hmap_free(&pr->reorder);
+		hp_books_free(pr->books);
+		pr->books = NULL;
+		free(j);
+		proc_put(pr);
+		return 1;
+	}
+	default:
+		break;
+	}
+	free(j);
+	return 0;
 }
 
 static void *books_main(void *arg)
@@ -273,42 +381,37 @@ static void *books_main(void *arg)
 
 	for (;;) {
 		struct job *j = q_pop(q);
+		struct hp_proc *pr = j->pr;
 
-		switch (j->kind) {
-		case J_STOP:
+		if (j->kind == J_STOP) {
 			free(j);
 			return NULL;
-		case J_REC:
-			books_rec(j);
-			free(j);
-			break;
-		case J_DUMP:
-			books_dump(j);
-			wake(j->w);
-			free(j);
-			break;
-		case J_SYNC:
-			wake(j->w);
-			free(j);
-			break;
-		case J_END: {
-			struct hp_proc *pr = j->pr;
-
-			hp_books_free(pr->books);
-			pthread_mutex_destroy(&pr->lock);
-			free(pr);
-			free(j);
-			break;
 		}
+		if (j->feed != pr->books_next) {
+			/* Early (a record before it is still being unwound). */
+			while (hp_hmap_put(&pr->reorder, j->feed, 0, j))
+				usleep(1000);	/* out of memory: wait, keep order */
+			continue;
+		}
+		for (;;) {
+			pr->books_next++;
+			if (books_apply(j))
+				break;
+			j = hp_hmap_del(&pr->reorder, pr->books_next, 0);
+			if (!j)
+				break;
 		}
 	}
 }
 
-static int q_start(struct queue *q, struct hp_pipeline *p, void *(*fn)(void *))
+/* ---- threads --------------------------------------------------------------- */
+
+static int q_start(struct queue *q, struct hp_pipeline *p, int idx, void *(*fn)(void *))
 {
 	pthread_mutex_init(&q->lock, NULL);
 	pthread_cond_init(&q->cond, NULL);
 	q->p = p;
+	q->idx = idx;
 	if (pthread_create(&q->thr, NULL, fn, q))
 		return -1;
 	q->started = 1;
@@ -317,16 +420,10 @@ static int q_start(struct queue *q, struct hp_pipeline *p, void *(*fn)(void *))
 
 static void q_stop(struct queue *q)
 {
-	struct job *j;
-
 	if (!q->started)
 		return;
-	j = calloc(1, sizeof(*j));
-	if (j) {
-		j->kind = J_STOP;
-		q_push(q, j);
-		pthread_join(q->thr, NULL);
-	}
+	q_push(q, job_new(J_STOP, NULL));
+	pthread_join(q->thr, NULL);
 	pthread_mutex_destroy(&q->lock);
 	pthread_cond_destroy(&q->cond);
 	q->started = 0;
@@ -348,10 +445,10 @@ struct hp_pipeline *hp_pipeline_new(const struct hp_pipeline_opts *o)
 	hp_elfcache_init(&p->elfs);
 	pthread_mutex_init(&p->lock, NULL);
 	p->workers = calloc(p->nworkers, sizeof(*p->workers));
-	if (!p->workers || q_start(&p->books, p, books_main))
+	if (!p->workers || q_start(&p->books, p, -1, books_main))
 		goto fail;
 	for (i = 0; i < p->nworkers; i++)
-		if (q_start(&p->workers[i], p, worker_main))
+		if (q_start(&p->workers[i], p, i, worker_main))
 			goto fail;
 	return p;
 fail:
@@ -376,6 +473,7 @@ void hp_pipeline_free(struct hp_pipeline *p)
 			break;
 		hp_proc_end(pr);
 	}
+	/* Workers first: what they pass on reaches the books before STOP. */
 	for (i = 0; p->workers && i < p->nworkers; i++)
 		q_stop(&p->workers[i]);
 	q_stop(&p->books);
@@ -385,12 +483,27 @@ void hp_pipeline_free(struct hp_pipeline *p)
 	free(p);
 }
 
+/* ---- API ------------------------------------------------------------------- */
+
+static void close_fds(const struct hp_proc_info *info)
+{
+	if (info->maps_fd >= 0)
+		close(info->maps_fd);
+	if (info->mem_fd >= 0)
+		close(info->mem_fd);
+	if (info->exe_fd >= 0)
+		close(info->exe_fd);
+}
+
 struct hp_proc *hp_proc_new(struct hp_pipeline *p, const struct hp_proc_info *info)
 {
 	struct hp_proc *pr = calloc(1, sizeof(*pr));
+	int i, n = p->nworkers;
 
-	if (!pr)
-		goto fail;
+	if (!pr) {
+		close_fds(info);
+		return NULL;
+	}
 	pr->p = p;
 	pr->pid = info->pid;
 	pr->session_id = info->session_id;
@@ -401,20 +514,32 @@ struct hp_proc *hp_proc_new(struct hp_pipeline *p, const struct hp_proc_info *in
 			*c = '?';
 	clock_gettime(CLOCK_REALTIME, &pr->start);
 	pthread_mutex_init(&pr->lock, NULL);
-	pr->worker = &p->workers[(unsigned)info->pid % (unsigned)p->nworkers];
+	pr->refs = 1 + n;
+	pr->unw = calloc(n, sizeof(*pr->unw));
+	pr->reloads_w = calloc(n, sizeof(*pr->reloads_w));
+	pr->unw_mem_w = calloc(n, sizeof(*pr->unw_mem_w));
 	pr->books = hp_books_new(!!(info->flags & HP_PROC_DUMP_AT_MAX));
-	/* Takes the first maps snapshot and opens the ELF files, right now. */
-	pr->unw = hp_unwinder_new(info->pid, info->maps_fd, info->mem_fd, info->exe_fd,
-				  &p->elfs);
-	if (!pr->books || !pr->unw) {
-		if (!pr->unw) {
-			if (info->maps_fd >= 0) close(info->maps_fd);
-			if (info->mem_fd >= 0) close(info->mem_fd);
-			if (info->exe_fd >= 0) close(info->exe_fd);
-		}
-		hp_unwinder_free(pr->unw);
+	/* The first maps snapshot and the ELF files, right now (the process may
+	 * be gone by the time its samples are unwound); copies for the others. */
+	if (pr->unw)
+		pr->unw[0] = hp_unwinder_new(info->pid, info->maps_fd, info->mem_fd,
+					     info->exe_fd, &p->elfs);
+	else
+		close_fds(info);
+	for (i = 1; pr->unw && pr->unw[0] && i < n; i++)
+		pr->unw[i] = hp_unwinder_clone(pr->unw[0]);
+	for (i = 0; pr->unw && i < n && pr->unw[i]; i++)
+		;
+	if (!pr->books || !pr->unw || !pr->reloads_w || !pr->unw_mem_w || i < n) {
+		if (pr->unw && !pr->unw[0])
+			close_fds(info);
+		for (i = 0; pr->unw && i < n; i++)
+			hp_unwinder_free(pr->unw[i]);
 		hp_books_free(pr->books);
 		pthread_mutex_destroy(&pr->lock);
+		free(pr->unw);
+		free(pr->reloads_w);
+		free(pr->unw_mem_w);
 		free(pr);
 		return NULL;
 	}
@@ -425,24 +550,26 @@ struct hp_proc *hp_proc_new(struct hp_pipeline *p, const struct hp_proc_info *in
 	p->procs = pr;
 	pthread_mutex_unlock(&p->lock);
 	return pr;
-fail:
-	if (info->maps_fd >= 0) close(info->maps_fd);
-	if (info->mem_fd >= 0) close(info->mem_fd);
-	if (info->exe_fd >= 0) close(info->exe_fd);
-	return NULL;
+}
+
+static uint64_t next_feed(struct hp_proc *pr)
+{
+	return __atomic_fetch_add(&pr->feed_no, 1, __ATOMIC_RELAXED);
 }
 
 int hp_proc_feed(struct hp_proc *pr, const void *rec, size_t len, char *why,
 		 size_t whylen)
 {
+	struct hp_pipeline *p;
 	struct hp_parsed ps;
 	struct job *j;
-	int r;
+	int r, i;
 
 	if (!pr || pr->ended) {
 		snprintf(why, whylen, "session already ended");
 		return -1;
 	}
+	p = pr->p;
 	if (len > HEAPPROFD_REC_LEN_MASK) {
 		snprintf(why, whylen, "record of %zu bytes is too long", len);
 		return -1;
@@ -466,8 +593,25 @@ int hp_proc_feed(struct hp_proc *pr, const void *rec, size_t len, char *why,
 	while (__atomic_load_n(&pr->queued_bytes, __ATOMIC_RELAXED) > HP_MAX_QUEUED_BYTES)
 		usleep(200);
 	__atomic_add_fetch(&pr->queued_bytes, len, __ATOMIC_RELAXED);
-	pr->fed++;
-	q_push(pr->worker, j);
+	__atomic_add_fetch(&pr->fed, 1, __ATOMIC_RELAXED);
+	if (ps.type == HEAPPROFD_REC_MAPS) {
+		/* Every worker rereads before it unwinds anything fed later. */
+		for (i = 0; i < p->nworkers; i++) {
+			struct job *m = job_new(J_MAPS_W, pr);
+
+			m->worker = i;
+			m->feed = next_feed(pr);
+			q_push(&p->workers[i], m);
+		}
+	}
+	j->feed = next_feed(pr);
+	if (ps.type == HEAPPROFD_REC_ALLOC) {
+		j->worker = (int)(__atomic_fetch_add(&pr->rr, 1, __ATOMIC_RELAXED) %
+				  (unsigned)p->nworkers);
+		q_push(&p->workers[j->worker], j);
+	} else {
+		q_push(&p->books, j);
+	}
 	return 0;
 }
 
@@ -479,6 +623,7 @@ void hp_proc_set_totals(struct hp_proc *pr, const struct heapprofd_counters *cop
 	pthread_mutex_unlock(&pr->lock);
 }
 
+/* A numbered job to the books; wait until it has been applied. */
 static int round_trip(struct hp_proc *pr, enum job_kind kind, struct waiter *w)
 {
 	struct job *j = calloc(1, sizeof(*j));
@@ -490,7 +635,8 @@ static int round_trip(struct hp_proc *pr, enum job_kind kind, struct waiter *w)
 	j->kind = kind;
 	j->pr = pr;
 	j->w = w;
-	q_push(pr->worker, j);
+	j->feed = next_feed(pr);
+	q_push(&pr->p->books, j);
 	wait_for(w);
 	pthread_mutex_destroy(&w->lock);
 	pthread_cond_destroy(&w->cond);
@@ -572,6 +718,7 @@ void hp_proc_end(struct hp_proc *pr)
 {
 	struct hp_pipeline *p;
 	struct job *j;
+	int i;
 
 	if (!pr || pr->ended)
 		return;
@@ -585,25 +732,30 @@ void hp_proc_end(struct hp_proc *pr)
 	if (pr->next)
 		pr->next->prev = pr->prev;
 	pthread_mutex_unlock(&p->lock);
-	/* Must not fail: retry the allocation rather than leak the process. */
-	while (!(j = calloc(1, sizeof(*j))))
-		usleep(1000);
-	j->kind = J_END;
-	j->pr = pr;
-	q_push(pr->worker, j);
+	/* Each worker lets go of its unwinder after the records it holds... */
+	for (i = 0; i < p->nworkers; i++) {
+		j = job_new(J_END_W, pr);
+		j->worker = i;
+		q_push(&p->workers[i], j);
+	}
+	/* ...and the books go after every record fed before. */
+	j = job_new(J_END, pr);
+	j->feed = next_feed(pr);
+	q_push(&p->books, j);
 }
 
 void hp_proc_get_stats(struct hp_proc *pr, struct hp_proc_stats *st)
 {
 	memset(st, 0, sizeof(*st));
-	st->fed = pr->fed;
+	st->fed = __atomic_load_n(&pr->fed, __ATOMIC_RELAXED);
 	st->accounted = __atomic_load_n(&pr->accounted, __ATOMIC_ACQUIRE);
 	st->unwind_errors = __atomic_load_n(&pr->unwind_errors, __ATOMIC_RELAXED);
 	st->frames = __atomic_load_n(&pr->frames, __ATOMIC_RELAXED);
-	st->maps_reloads = __atomic_load_n(&pr->reloads, __ATOMIC_RELAXED);
+	st->maps_reloads = reloads(pr);
 	st->live_allocs = __atomic_load_n(&pr->live, __ATOMIC_RELAXED);
 	st->unmatched_frees = __atomic_load_n(&pr->unmatched, __ATOMIC_RELAXED);
-	st->mem_bytes = __atomic_load_n(&pr->books_mem, __ATOMIC_RELAXED) +
-			__atomic_load_n(&pr->unw_mem, __ATOMIC_RELAXED) + sizeof(*pr);
+	st->mem_bytes = __atomic_load_n(&pr->books_mem, __ATOMIC_RELAXED) + sizeof(*pr);
+	for (int i = 0; i < pr->p->nworkers; i++)
+		st->mem_bytes += __atomic_load_n(&pr->unw_mem_w[i], __ATOMIC_RELAXED);
 	st->queued_bytes = __atomic_load_n(&pr->queued_bytes, __ATOMIC_RELAXED);
 }

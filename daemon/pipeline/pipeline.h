@@ -3,12 +3,12 @@
  * The daemon's pipeline: from "one record, copied out of the ring into
  * private memory" to "profile files on disk", plus reading profiles back.
  *
- * Threads (seed 004): unwinder workers and ONE bookkeeping thread. Every
- * process is pinned to one worker, so its records stay in feed order and its
- * unwinding state (maps snapshot, libunwind address space and caches) is
- * touched by that worker only. The books (call-site trees, live
- * allocations, peaks) are touched only by the bookkeeping thread; the other
- * threads talk to it through queues.
+ * Threads (seed 004): unwinder workers and ONE bookkeeping thread. A
+ * process's allocation records are spread over the workers (each has its own
+ * unwinder for the process: libunwind address space, caches, maps snapshot,
+ * touched by that worker only); the books thread puts every record back in
+ * feed order and is the only thread that touches the books (call-site trees,
+ * live allocations, peaks). The threads talk through queues.
  *
  * Every function here may be called from any one thread of the caller (the
  * SERVICE's drain loop); calls for one hp_proc must not race each other.

@@ -2,8 +2,9 @@
 /*
  * Remote unwinding of copied stacks with libunwind.
  *
- * One libunwind address space per profiled process, owned by the worker the
- * process is pinned to (so its caches need no locking). The accessors:
+ * One unwinder (libunwind address space, maps snapshot) per profiled process
+ * and worker, used by that worker only (so its state needs no locks of
+ * ours). The accessors:
  *
  *   access_mem   the copied stack for [sp, sp + stack_len); the cached ELF
  *                file for read-only file mappings (unwind tables, code: no
@@ -49,11 +50,22 @@ struct hp_unwinder {
 	int mem_dead;		/* pread on mem returned nothing: process gone */
 	uint64_t reloads;
 	uint64_t last_miss_reload_ns;
+	size_t mem;		/* bytes of the snapshot, computed when read */
 };
+
+static size_t maps_mem(const struct hp_maps *m)
+{
+	size_t s = m->n * sizeof(struct hp_mapping);
+
+	for (size_t i = 0; i < m->n; i++)
+		if (m->m[i].path)
+			s += strlen(m->m[i].path) + 1 + 16;
+	return s;
+}
 
 /*
  * libunwind's register-state cache: UNW_CACHE_GLOBAL, one per address space
- * (so per process; only that process's worker uses it). Measured on Debian's
+ * (so per process and worker; one thread uses it). Measured on Debian's
  * libunwind 1.6: without a cache a warm 35-frame unwind costs ~85 us instead
  * of ~15 us; about 30% of the 15 us is libunwind masking signals around the
  * cache's lock. Its per-thread cache would avoid the lock, but Debian's build
@@ -89,6 +101,7 @@ static int reload_maps(struct hp_unwinder *u)
 		return -1;	/* keep the old snapshot: better than nothing */
 	hp_maps_free(&u->maps);
 	u->maps = nm;
+	u->mem = maps_mem(&u->maps);
 	u->reloads++;
 	unw_flush_cache(u->as, 0, 0);
 	return 0;
@@ -257,6 +270,7 @@ struct hp_unwinder *hp_unwinder_new(pid_t pid, int maps_fd, int mem_fd,
 	unw_set_caching_policy(u->as, UNW_CACHE_GLOBAL);
 	/* The first snapshot, now, while the process surely exists. */
 	hp_maps_read(&u->maps, NULL, maps_fd, pid, exe_fd, mem_fd, c);
+	u->mem = maps_mem(&u->maps);
 	return u;
 }
 
@@ -278,6 +292,7 @@ struct hp_unwinder *hp_unwinder_clone(const struct hp_unwinder *src)
 		return NULL;
 	}
 	unw_set_caching_policy(u->as, UNW_CACHE_GLOBAL);
+	u->mem = src->mem;
 	return u;
 }
 
@@ -309,12 +324,7 @@ uint64_t hp_unwinder_reloads(const struct hp_unwinder *u)
 
 size_t hp_unwinder_mem(const struct hp_unwinder *u)
 {
-	size_t s = sizeof(*u) + u->maps.n * sizeof(struct hp_mapping);
-
-	for (size_t i = 0; i < u->maps.n; i++)
-		if (u->maps.m[i].path)
-			s += strlen(u->maps.m[i].path) + 1;
-	return s;
+	return sizeof(*u) + u->mem;
 }
 
 static void add_frame(struct uctx *c, struct hp_uframe *f, uint64_t pc)

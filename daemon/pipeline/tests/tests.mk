@@ -61,11 +61,18 @@ pipeline-fuzz: $(PL_TDIR)/fuzz_feed $(PL_TDIR)/fuzz_pprof
 	@$(call PL_RUN_FUZZ,fuzz_feed,-1,$(FUZZ_SECS),1,fuzz records + unwinder)
 	@$(call PL_RUN_FUZZ,fuzz_pprof,-1,$(FUZZ_SECS),2,fuzz pprof reader + renderers)
 
+# $(1) tag, $(2) command: its TAP lines tagged; a run that dies without a
+# "not ok" line (a sanitizer abort, a crash) still counts as a failure.
+PL_RUN_T = echo "\# pipeline tests ($(1))"; out=$$($(2) 2>&1); rc=$$?; \
+	printf '%s\n' "$$out" | sed 's/^\(\(not \)\{0,1\}ok [0-9]* - \)/\1[$(1)] /'; \
+	if [ $$rc -ne 0 ] && ! printf '%s\n' "$$out" | grep -q '^not ok'; then \
+		echo "not ok - pipeline tests [$(1)]: exited $$rc without naming a failed test"; fi
+
 # Three builds of the tests (plain, ASan+UBSan, TSan), then a short fuzz run.
 pipeline-check: $(PL_TDIR)/test_pipeline $(PL_TDIR)/test_pipeline_asan $(PL_TDIR)/test_pipeline_tsan $(PL_TDIR)/fuzz_feed $(PL_TDIR)/fuzz_pprof
-	@echo "# pipeline tests (plain)"; $(PL_TDIR)/test_pipeline | sed 's/^\(\(not \)\{0,1\}ok [0-9]* - \)/\1[plain] /'
-	@echo "# pipeline tests (ASan+UBSan)"; ASAN_OPTIONS=detect_leaks=1 $(PL_TDIR)/test_pipeline_asan 2>&1 | sed 's/^\(\(not \)\{0,1\}ok [0-9]* - \)/\1[asan] /'
-	@echo "# pipeline tests (TSan)"; TSAN_OPTIONS=halt_on_error=1 setarch -R $(PL_TDIR)/test_pipeline_tsan 2>&1 | sed 's/^\(\(not \)\{0,1\}ok [0-9]* - \)/\1[tsan] /'
+	@$(call PL_RUN_T,plain,$(PL_TDIR)/test_pipeline)
+	@$(call PL_RUN_T,asan,env ASAN_OPTIONS=detect_leaks=1 $(PL_TDIR)/test_pipeline_asan)
+	@$(call PL_RUN_T,tsan,env TSAN_OPTIONS=halt_on_error=1 setarch -R $(PL_TDIR)/test_pipeline_tsan)
 	@$(call PL_RUN_FUZZ,fuzz_feed,$(FUZZ_RUNS),$(FUZZ_SECS),1,pipeline fuzz: records + unwinder)
 	@$(call PL_RUN_FUZZ,fuzz_pprof,$(FUZZ_RUNS),$(FUZZ_SECS),2,pipeline fuzz: pprof reader + renderers)
 
