@@ -414,6 +414,8 @@ static void record_event(const char *m)
 		if (progress)
 			note("profiling pid %d (%s)", pid, r->comm);
 	} else if (!strcmp(kind, "done")) {
+		if (!r->comm[0])
+			hpc_get(m, "comm", r->comm, sizeof(r->comm));
 		hpc_get(m, "prefix", v, sizeof(v));
 		if (v[0])
 			snprintf(r->prefix, sizeof(r->prefix), "%s", v);
@@ -701,8 +703,8 @@ static int do_record(struct rec_opts *o, char **cmd)
 		}
 		if (!cmd[0] && o->duration && now - t_start >= o->duration * 1000ULL)
 			break;
-		if (!cmd[0] && sel)
-			break;
+		if (sel)
+			break;	/* interrupted: closing the connection makes the daemon dump the rest */
 		if (progress && now - t_prog >= 1000 && now - t_start >= 2000) {
 			fprintf(stderr, "\r%s: %llu s, %d process(es) being profiled%s ", prog,
 				(unsigned long long)(now - t_start) / 1000, nlive,
@@ -738,8 +740,8 @@ static int do_record(struct rec_opts *o, char **cmd)
 				}
 			} else if (si.ssi_signo != SIGCHLD) {
 				/* The terminal sent it to the command too; without one we end. */
-				if (!cmd[0])
-					sel = 1;
+				if (!cmd[0] || child_done)
+					sel = 1;	/* e.g. forked children still running */
 				else if (si.ssi_signo != SIGINT && si.ssi_signo != SIGQUIT)
 					kill(child, (int)si.ssi_signo);
 			}

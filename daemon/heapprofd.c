@@ -168,6 +168,24 @@ static void ctl_attach(struct ctlconn *c, const char *m)
 		return;
 	}
 	s = hpd_session_by_pid(pid);
+	if (s && s->enabled && (!s->rule || !s->rule->owner)) {
+		/* Profiled by the system policy: this heapprofctl takes it over. */
+		r = rule_from(m, c);
+		if (!r)
+			return;
+		hpd_rule_add(r);
+		if (s->rule)
+			s->rule->live--;
+		s->rule = r;
+		r->nsessions++;
+		r->live++;
+		if (r->prefix[0])
+			snprintf(s->prefix, sizeof(s->prefix), "%s", r->prefix);
+		hpc_put(rep, sizeof(rep), "prefix", s->prefix);
+		hpc_put(rep, sizeof(rep), "transport", tname(s));
+		ctl_send(c->w.fd, rep);
+		return;
+	}
 	if (s && s->enabled) {
 		snprintf(rep, sizeof(rep), "err");
 		hpc_put(rep, sizeof(rep), "msg", "that process is already being profiled; detach it first");

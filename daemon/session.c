@@ -416,6 +416,7 @@ void hpd_session_end(struct hpd_session *s, const char *why)
 
 		hpc_put(ev, sizeof(ev), "kind", "done");
 		hpc_putu(ev, sizeof(ev), "pid", s->pid);
+		hpc_put(ev, sizeof(ev), "comm", s->comm);
 		hpc_putu(ev, sizeof(ev), "session", s->id);
 		hpc_put(ev, sizeof(ev), "prefix", path);
 		hpc_putu(ev, sizeof(ev), "ok", rc == 0);
