@@ -5,6 +5,8 @@
  * default is used. Runs inside the constructor, with the hooks passing
  * allocations straight through.
  */
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -13,6 +15,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include "detect.h"
 #include "internal.h"
 #include "socket_proto.h"
 
@@ -22,6 +25,7 @@ struct hp_config hp_cfg = {
 	.block_timeout_us = 10000,
 	.ring_size = HEAPPROFD_DATA_SIZE_DEFAULT,
 	.socket_path = HP_SOCKET_DEFAULT,
+	.exit_wait_ms = -1,
 };
 
 void hp_debug(const char *fmt, ...)
@@ -154,7 +158,26 @@ void hp_config_from_env(void)
 		hp_cfg.flags |= HEAPPROFD_CFG_FOLLOW_FORKS;
 	if (env_bool("HEAPPROFD_ADAPTIVE", 0))
 		hp_cfg.flags |= HEAPPROFD_CFG_ADAPTIVE;
-	hp_cfg.dormant = env_bool("HEAPPROFD_DORMANT", 0);
+	/*
+	 * Loaded without LD_PRELOAD naming us: /etc/ld.so.preload put us into
+	 * every process of the machine (or a program linked us in). Then be
+	 * dormant unless HEAPPROFD_DORMANT says otherwise, so that each
+	 * process only pays the dormant cost until a daemon enables it.
+	 */
+	{
+		Dl_info di;
+
+		hp_cfg.system_preload =
+			dladdr((void *)hp_config_from_env, &di) && di.dli_fname &&
+			!hp_preload_names(getenv("LD_PRELOAD"), di.dli_fname);
+	}
+	hp_cfg.dormant = env_bool("HEAPPROFD_DORMANT", hp_cfg.system_preload);
+	v = 0;
+	if (getenv("HEAPPROFD_EXIT_WAIT_MS")) {
+		v = ~0ULL;
+		env_u64("HEAPPROFD_EXIT_WAIT_MS", &v, 0, 600000, 0);
+		hp_cfg.exit_wait_ms = v == ~0ULL ? -1 : (int)v;
+	}
 
 	s = getenv("HEAPPROFD_SEED");
 	if (s) {

@@ -20,9 +20,12 @@
  * a few dozen instructions, so the wait is short).
  *
  * An address is inserted after the allocator returned it and removed before
- * it is handed back to the allocator, so one address is never in the set
- * twice and a reader that can see an address (it got it from the program)
- * sees the table it was inserted into.
+ * it is handed back to the allocator, so a reader that can see an address
+ * (it got it from the program) sees the table it was inserted into. The one
+ * exception is realloc (hooks.c), which removes the old address only after
+ * the real realloc succeeded: another thread may then insert the same
+ * address first. The set is a multiset for that reason: every insert adds
+ * one entry and every remove takes one away.
  */
 #ifndef HP_FREESET_H
 #define HP_FREESET_H

@@ -322,36 +322,107 @@ static inline void account_free(void *p)
 		slow_free(p);
 }
 
-/* ---- the interposed functions ------------------------------------------ */
-
-HP_EXPORT void *malloc(size_t n)
+/*
+ * realloc of a block while profiling: a free of the old block, then an
+ * allocation, but only once the real realloc succeeded, so a failed
+ * realloc leaves the old block tracked as it was. The FREE record's seq is
+ * taken before the real realloc can give the old address back to the
+ * allocator: a sample of that address by another thread afterwards has a
+ * larger seq, whatever the order of the records in the ring. Until our
+ * remove, that sample's insert may put the address into the free set a
+ * second time (the set counts each insert; freeset.h).
+ */
+__attribute__((noinline)) static void *realloc_tracked(void *old, size_t n)
 {
+	struct hp_thread *t = &hp_self;
+	size_t old_usable = usable_of(old);
+	uint64_t seq = 0;
 	void *p;
 
-	if (unlikely(!r_malloc)) {
-		resolve();
-		if (!r_malloc)
-			return boot_alloc(16, n);
+	if (unlikely(hp_freeset_maybe(&hp_fs_malloc, (uint64_t)(uintptr_t)old)))
+		seq = hp_next_seq();
+	p = r_realloc(old, n);
+	/* glibc frees the block and returns NULL for size 0. */
+	if (!p && n)
+		return NULL;
+	t->free_calls++;
+	t->free_bytes += old_usable;
+	if (unlikely(seq)) {
+		int guard = t->in_hook;
+
+		t->in_hook = 1;
+		if (hp_freeset_remove(&hp_fs_malloc, (uint64_t)(uintptr_t)old))
+			hp_write_free(old, HEAPPROFD_HEAP_MALLOC, seq);
+		t->in_hook = guard;
 	}
-	p = r_malloc(n);
-	if (likely(!*hp_gate) || unlikely(!p))
-		return p;
-	account_alloc(p, n);
+	if (p)
+		account_alloc(p, n);
 	return p;
 }
 
-HP_EXPORT void free(void *p)
+/* ---- the interposed functions ------------------------------------------ */
+
+/* The paths with the gate open, out of line so that the closed-gate paths
+ * need no stack frame. */
+__attribute__((noinline)) static void *malloc_profiled(void *(*rm)(size_t), size_t n)
 {
-	if (unlikely(is_boot(p)) || !p)
+	void *p = rm(n);
+
+	if (likely(p))
+		account_alloc(p, n);
+	return p;
+}
+
+__attribute__((noinline)) static void free_profiled(void (*rf)(void *), void *p)
+{
+	if (p)
+		account_free(p);
+	rf(p);
+}
+
+__attribute__((noinline, cold)) static void *malloc_unresolved(size_t n)
+{
+	resolve();
+	return r_malloc ? malloc(n) : boot_alloc(16, n);
+}
+
+/*
+ * The closed gate is checked before the real call so that the common case
+ * is a tail call: no frame, no work after the allocator returns.
+ */
+HP_EXPORT void *malloc(size_t n)
+{
+	void *(*rm)(size_t) = r_malloc;
+
+	if (unlikely(!rm))
+		return malloc_unresolved(n);
+	if (likely(!*hp_gate))
+		return rm(n);
+	return malloc_profiled(rm, n);
+}
+
+__attribute__((noinline, cold)) static void free_unusual(void *p)
+{
+	if (is_boot(p) || !p)
 		return;
-	if (unlikely(!r_free)) {
+	if (!r_free) {
 		resolve();
 		if (!r_free)
 			return;	/* cannot happen after dlsym; leak rather than crash */
 	}
+	free(p);
+}
+
+HP_EXPORT void free(void *p)
+{
+	void (*rf)(void *) = r_free;
+
+	/* free(NULL) is passed on: the real free accepts it. */
+	if (unlikely(!rf) || unlikely(is_boot(p)))
+		return free_unusual(p);
 	if (unlikely(*hp_gate))
-		account_free(p);
-	r_free(p);
+		return free_profiled(rf, p);
+	rf(p);
 }
 
 HP_EXPORT void *calloc(size_t nmemb, size_t size)
@@ -394,15 +465,13 @@ HP_EXPORT void *realloc(void *old, size_t n)
 	}
 	if (likely(!*hp_gate))
 		return r_realloc(old, n);
-	/* A free of the old block (reported before the allocator may hand
-	 * it out again), then an allocation. If realloc fails the old block
-	 * stays with the program but is no longer tracked. */
-	if (old)
-		account_free(old);
-	p = r_realloc(old, n);
-	if (p)
-		account_alloc(p, n);
-	return p;
+	if (!old) {
+		p = r_realloc(old, n);
+		if (p)
+			account_alloc(p, n);
+		return p;
+	}
+	return realloc_tracked(old, n);
 }
 
 HP_EXPORT void *reallocarray(void *old, size_t nmemb, size_t size)

@@ -2,7 +2,7 @@
 /*
  * Start-up and shut-down: read the environment, install the fork handlers,
  * decide what exec'd children inherit, open the session; publish the exact
- * counters at exit.
+ * counters at exit and give a late daemon its chance (exit.c).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -68,7 +68,10 @@ __attribute__((constructor)) static void hp_init(void)
 	hp_session_start();
 }
 
+/* A preloaded library is initialised first and finalised last: this runs
+ * after the program's atexit handlers and the other destructors. */
 __attribute__((destructor)) static void hp_fini(void)
 {
 	hp_counters_flush_all();
+	hp_exit_wait();
 }

@@ -37,6 +37,8 @@ struct hp_config {
 	int debug;
 	char socket_path[108];
 	char name[64];			/* HEAPPROFD_NAME, "" = any process */
+	int exit_wait_ms;		/* HEAPPROFD_EXIT_WAIT_MS, -1 = unset */
+	int system_preload;		/* loaded without LD_PRELOAD naming us */
 };
 
 extern struct hp_config hp_cfg;
@@ -119,6 +121,9 @@ void hp_counters_reset_child(struct hp_thread *t);
 
 /* ---- stack.c ------------------------------------------------------------ */
 void hp_stack_bounds(struct hp_thread *t);
+
+/* ---- exit.c ------------------------------------------------------------- */
+void hp_exit_wait(void);
 
 /* ---- fork.c ------------------------------------------------------------- */
 void hp_fork_install(void);

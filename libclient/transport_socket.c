@@ -136,8 +136,11 @@ int hp_socket_open(struct hp_session *s, int dormant, uint64_t data_size)
 		ret = -errno;
 		goto fail;
 	}
-	/* The size never changes: a daemon mapping it need not fear SIGBUS. */
-	fcntl(s->memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW);
+	/* The size never changes: a daemon mapping it need not fear SIGBUS
+	 * (no shrinking), and F_SEAL_SEAL keeps anyone from undoing that.
+	 * A kernel without sealing still gets a working ring. */
+	if (fcntl(s->memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL))
+		hp_debug("cannot seal the ring memfd: %s", strerror(errno));
 	map = hp_ring_map_fd(s->memfd, 1, HEAPPROFD_CTL_SIZE, data_size, &len);
 	if (map == MAP_FAILED) {
 		ret = -errno;

@@ -19,6 +19,7 @@
 
 extern char **environ;
 static char lib[512], prog[512], sockpath[108];
+static const char *exec_path;	/* run this instead of prog (valgrind) */
 static struct md D;
 static int spin_daemon;	/* the test daemon never sleeps */
 static char last_key[16][128];
@@ -83,7 +84,7 @@ static double run(enum cfg c, char *const args[], const char *key,
 	if (pid == 0) {
 		dup2(p[1], 1);
 		close(p[0]);
-		execve(prog, args, env);
+		execve(exec_path ? exec_path : prog, args, env);
 		_exit(127);
 	}
 	close(p[1]);
@@ -136,6 +137,66 @@ static double minimum(const double *v, int n)
 	return m;
 }
 
+/* Instructions valgrind's callgrind counted in the whole run of
+ * `bench_client ops n 1` under cfg c (the "totals:" line), or 0. */
+static unsigned long long callgrind_ir(enum cfg c, long n)
+{
+	char out[160], nbuf[32], outarg[200], line[512];
+	char *args[] = { "valgrind", "--tool=callgrind", "--quiet", outarg, prog, "ops",
+			 nbuf, "1", NULL };
+	unsigned long long ir = 0;
+	FILE *f;
+
+	snprintf(out, sizeof(out), "/tmp/hp-callgrind-%d.out", (int)getpid());
+	snprintf(outarg, sizeof(outarg), "--callgrind-out-file=%s", out);
+	snprintf(nbuf, sizeof(nbuf), "%ld", n);
+	/* The valgrind launcher is a program too: without follow-forks the
+	 * client would take itself out of LD_PRELOAD before the tool starts
+	 * the benchmark. */
+	const char *const ex[] = { "HEAPPROFD_FOLLOW_FORKS=1", NULL };
+
+	exec_path = "/usr/bin/valgrind";
+	run(c, args, "ns_per_pair", ex);
+	exec_path = NULL;
+	f = fopen(out, "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "totals: %llu", &ir) == 1 || sscanf(line, "summary: %llu", &ir) == 1)
+			break;
+	if (f)
+		fclose(f);
+	unlink(out);
+	return ir;
+}
+
+/*
+ * BENCH_ONLY=callgrind: instructions per unsampled malloc(32)+free pair,
+ * deterministic where timings on a shared machine are not. Two run lengths;
+ * the difference divided by the difference in pairs cancels start-up and
+ * exit.
+ */
+static int callgrind(void)
+{
+	const long n1 = 200000, n2 = 400000;
+	enum cfg cs[4] = { NOCLIENT, PASSTHRU, DORMANT, UNSAMPLED };
+	double per[4];
+	int k;
+
+	if (access("/usr/bin/valgrind", X_OK)) {
+		printf("callgrind: /usr/bin/valgrind not installed\n");
+		return 0;
+	}
+	for (k = 0; k < 4; k++) {
+		unsigned long long a = callgrind_ir(cs[k], n1), b = callgrind_ir(cs[k], n2);
+
+		per[k] = a && b > a ? (double)(b - a) / (double)(n2 - n1) : -1;
+	}
+	printf("| malloc(32)+free, instructions per pair (callgrind, 1 thread) | Ir per pair | over no client |\n");
+	printf("|---|---|---|\n");
+	for (k = 0; k < 4; k++)
+		printf("| %s | %.1f | %+.1f |\n", cfg_name[cs[k]], per[k], per[k] - per[0]);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *b = argc > 1 ? argv[1] : "build";
@@ -164,6 +225,8 @@ int main(int argc, char **argv)
 	printf("Command: `make -C libclient bench` (bench_run %s %d): medians of %d interleaved runs\n\n",
 	       b, reps, reps);
 
+	if (getenv("BENCH_ONLY") && !strcmp(getenv("BENCH_ONLY"), "callgrind"))
+		return callgrind();
 	if (getenv("BENCH_ONLY") && strcmp(getenv("BENCH_ONLY"), "ops"))
 		goto sampled;
 	for (r = 0; r < reps; r++)
@@ -219,6 +282,8 @@ sampled:
 		spin_daemon = 0;
 	}
 mem:
+	if (getenv("BENCH_ONLY") && !strcmp(getenv("BENCH_ONLY"), "callgrind"))
+		return callgrind();
 	if (getenv("BENCH_ONLY") && strcmp(getenv("BENCH_ONLY"), "mem"))
 		return 0;
 	{

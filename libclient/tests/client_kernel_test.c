@@ -22,8 +22,10 @@
 
 #define LIB "build/libheapprofd_client.so"
 #define TARGET "build/tests/client/hp_target"
+#define HP_CTL_PATH "/run/heapprofd/ctl.sock"
 
 struct counts {
+	size_t a3333;
 	size_t a111, a222, a2001, a2002, a2003, frees, bad, total;
 };
 
@@ -42,6 +44,7 @@ static void drain(struct hp_ring *r, struct counts *c)
 			c->total++;
 			if (h->type == HEAPPROFD_REC_ALLOC && len >= sizeof(a)) {
 				memcpy(&a, h, sizeof(a));
+				c->a3333 += a.req_size == 3333;
 				c->a111 += a.req_size == 111;
 				c->a222 += a.req_size == 222;
 				c->a2001 += a.req_size == 2001;
@@ -255,6 +258,138 @@ static void run_fork(void)
 	(void)i;
 }
 
+/* Start hp_target "basic 50 3333" under the client; it exits at once. */
+static pid_t start_quick(const char *wait_ms, int err_w)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDWR);
+
+		dup2(null, 1);
+		if (err_w >= 0) {
+			dup2(err_w, 2);
+			setenv("HEAPPROFD_DEBUG", "1", 1);
+		}
+		setenv("LD_PRELOAD", LIB, 1);
+		setenv("HEAPPROFD_TRANSPORT", "kernel", 1);
+		setenv("HEAPPROFD_INTERVAL", "1", 1);
+		if (wait_ms)
+			setenv("HEAPPROFD_EXIT_WAIT_MS", wait_ms, 1);
+		else
+			unsetenv("HEAPPROFD_EXIT_WAIT_MS");
+		execl(TARGET, TARGET, "basic", "50", "3333", (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+static int attach_pid(int dev, pid_t pid, struct heapprofd_attach *at)
+{
+	memset(at, 0, sizeof(*at));
+	at->size = sizeof(*at);
+	at->flags = HEAPPROFD_ATTACH_BY_PID;
+	at->pid = pid;
+	return ioctl(dev, HEAPPROFD_IOC_ATTACH, at);
+}
+
+/*
+ * A program that exits before any consumer attached: its destructor waits
+ * (HEAPPROFD_EXIT_WAIT_MS) for a consumer, then for the ring to drain, so a
+ * daemon attaching late still gets every record. Without the wait the
+ * session is gone by then.
+ */
+static void run_exit_before_attach(void)
+{
+	struct heapprofd_attach at;
+	struct hp_ring r;
+	struct counts c;
+	int dev, cfd, st = 0, alive_undrained, i;
+	size_t len;
+	void *map;
+	pid_t pid;
+
+	int errp[2];
+	char ebuf[4096];
+	size_t elen = 0;
+
+	memset(&c, 0, sizeof(c));
+	dev = open("/dev/heapprofd", O_RDWR | O_CLOEXEC);
+	if (pipe(errp))
+		return;
+	pid = start_quick("5000", errp[1]);
+	close(errp[1]);
+	/* HEAPPROFD_DEBUG: the client says when its destructor starts to
+	 * wait; the program is over by then. Attach a little later still. */
+	ebuf[0] = 0;
+	while (!strstr(ebuf, "exit: waiting") && elen < sizeof(ebuf) - 1) {
+		struct pollfd p = { errp[0], POLLIN, 0 };
+		ssize_t k;
+
+		if (poll(&p, 1, 20000) <= 0)
+			break;
+		k = read(errp[0], ebuf + elen, sizeof(ebuf) - 1 - elen);
+		if (k <= 0)
+			break;
+		elen += (size_t)k;
+		ebuf[elen] = 0;
+	}
+	close(errp[0]);
+	usleep(300000);
+	cfd = dev >= 0 ? attach_pid(dev, pid, &at) : -1;
+	map = cfd >= 0 ? hp_ring_map_fd(cfd, 0, at.ctl_size, at.data_size, &len) : MAP_FAILED;
+	if (map == MAP_FAILED || hp_ring_open(&r, map, len)) {
+		tap_ok(0, "client/kernel exit: a consumer attaching 0.3 s after the target finished finds its session (%s)",
+		       strerror(errno));
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+		if (dev >= 0)
+			close(dev);
+		return;
+	}
+	/* Attached but not draining yet: the target must still be waiting. */
+	usleep(200000);
+	alive_undrained = waitpid(pid, &st, WNOHANG) == 0;
+	for (i = 0; i < 100 && pid; i++) {
+		drain(&r, &c);
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			pid = 0;
+		else
+			usleep(10000);
+	}
+	if (pid)
+		waitpid(pid, &st, 0);
+	drain(&r, &c);
+	tap_ok(c.a3333 == 50 && !c.bad && c.frees >= 50,
+	       "client/kernel exit: a consumer attaching 0.3 s after the target finished reads all its samples (%zu x 3333 of 50, %zu frees, %zu bad)",
+	       c.a3333, c.frees, c.bad);
+	tap_ok(alive_undrained && WIFEXITED(st) && !WEXITSTATUS(st),
+	       "client/kernel exit: the target waits for the drain after the attach, then exits normally (%d, status %#x)",
+	       alive_undrained, st);
+	munmap(map, len);
+	close(cfd);
+
+	/* HEAPPROFD_EXIT_WAIT_MS=0, and the default with no daemon socket:
+	 * no wait, the session is gone once the process is. */
+	for (i = 0; i < 2; i++) {
+		int skip = i == 1 && !access(HP_CTL_PATH, F_OK);
+
+		pid = start_quick(i ? NULL : "0", -1);
+		waitpid(pid, &st, 0);
+		cfd = attach_pid(dev, pid, &at);
+		if (skip)
+			tap_ok(1, "client/kernel exit: no wait without a daemon # SKIP %s exists", HP_CTL_PATH);
+		else
+			tap_ok(cfd < 0 && errno == ESRCH && WIFEXITED(st) && !WEXITSTATUS(st),
+			       "client/kernel exit: %s: no wait, the session is gone after exit (attach: %s)",
+			       i ? "no daemon socket (default)" : "HEAPPROFD_EXIT_WAIT_MS=0",
+			       cfd < 0 ? strerror(errno) : "attached");
+		if (cfd >= 0)
+			close(cfd);
+	}
+	close(dev);
+}
+
 int main(void)
 {
 	if (access("/dev/heapprofd", F_OK)) {
@@ -264,5 +399,6 @@ int main(void)
 	run(0);
 	run(1);
 	run_fork();
+	run_exit_before_attach();
 	return tap_failed ? 1 : 0;
 }

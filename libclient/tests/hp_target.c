@@ -179,6 +179,28 @@ static int mode_dormant(void)
 	return 0;
 }
 
+/* A realloc that fails keeps the old block: its free comes at free(). */
+static int mode_reallocfail(void)
+{
+	volatile size_t huge = (size_t)1 << 62;
+	void *p = malloc(5000), *q, *m;
+
+	touch(p, 5000);
+	q = realloc(p, huge);
+	if (q)
+		return 10;
+	m = malloc(5001);		/* marker between the two */
+	touch(m, 1);
+	touch(p, 5000);			/* still ours */
+	free(p);
+	free(m);
+	p = malloc(5002);
+	q = realloc(p, 0);		/* glibc: frees, returns NULL */
+	if (q)
+		free(q);
+	return 0;
+}
+
 static int mode_heap(void)
 {
 	int heap, i;
@@ -242,6 +264,8 @@ int main(int argc, char **argv)
 		return mode_exec(argv[0]);
 	if (!strcmp(m, "dormant"))
 		return mode_dormant();
+	if (!strcmp(m, "reallocfail"))
+		return mode_reallocfail();
 	if (!strcmp(m, "heap"))
 		return mode_heap();
 	if (!strcmp(m, "threads"))

@@ -24,7 +24,7 @@
 
 extern char **environ;
 
-static char lib[512], target[512], cxx[512], sockpath[108], tmpdir[64];
+static char lib[512], target[512], linked[512], cxx[512], sockpath[108], tmpdir[64];
 
 struct run {
 	int status;
@@ -276,6 +276,19 @@ static void t_basic(void)
 
 		tap_ok(s->hello.nfds == 5 && s->nfds == 5 && s->hello.data_size == HEAPPROFD_DATA_SIZE_DEFAULT,
 		       "client: hello carries memfd, eventfd, maps, mem, exe");
+		{
+			int seals = fcntl(s->fds[0], F_GET_SEALS);
+			int shrink = ftruncate(s->fds[0], 4096) ? errno : 0;
+			int grow = ftruncate(s->fds[0], (off_t)(HEAPPROFD_CTL_SIZE +
+					     2 * HEAPPROFD_DATA_SIZE_DEFAULT)) ? errno : 0;
+			int unseal = fcntl(s->fds[0], F_ADD_SEALS, F_SEAL_WRITE) ? errno : 0;
+			const int want = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+
+			tap_ok(seals >= 0 && (seals & want) == want && shrink == EPERM &&
+			       grow == EPERM && unseal == EPERM,
+			       "client: the ring memfd is sealed (seals %#x): ftruncate shrink/grow and new seals fail with EPERM (%d/%d/%d)",
+			       seals, shrink, grow, unseal);
+		}
 		tap_ok(md_count_alloc(s, 0, 4321) == 500 && count_free_of_size(s, 4321) == 500,
 		       "client: interval 1 records all 500 mallocs (%zu) and their frees (%zu)",
 		       md_count_alloc(s, 0, 4321), count_free_of_size(s, 4321));
@@ -559,6 +572,104 @@ static void t_dormant(void)
 	md_free(&D);
 }
 
+static const struct md_rec *find_alloc(const struct md_session *s, uint64_t size)
+{
+	size_t i;
+
+	for (i = 0; i < s->nrec; i++)
+		if (s->recs[i].type == HEAPPROFD_REC_ALLOC && s->recs[i].u.alloc.req_size == size)
+			return &s->recs[i];
+	return NULL;
+}
+
+/* FREE records of the allocation a (same address, larger seq, before the
+ * next ALLOC at that address); the largest seq in *seq. */
+static size_t frees_of(const struct md_session *s, const struct md_rec *a, uint64_t *seq)
+{
+	uint64_t addr = a->u.alloc.addr, lo = a->u.alloc.seq, hi = ~0ULL;
+	size_t i, n = 0;
+
+	*seq = 0;
+	for (i = 0; i < s->nrec; i++)
+		if (s->recs[i].type == HEAPPROFD_REC_ALLOC && s->recs[i].u.alloc.addr == addr &&
+		    s->recs[i].u.alloc.seq > lo && s->recs[i].u.alloc.seq < hi)
+			hi = s->recs[i].u.alloc.seq;
+	for (i = 0; i < s->nrec; i++)
+		if (s->recs[i].type == HEAPPROFD_REC_FREE && s->recs[i].u.free.addr == addr &&
+		    s->recs[i].u.free.seq > lo && s->recs[i].u.free.seq < hi) {
+			n++;
+			if (s->recs[i].u.free.seq > *seq)
+				*seq = s->recs[i].u.free.seq;
+		}
+	return n;
+}
+
+static void t_realloc_fail(void)
+{
+	char *argv[] = { target, "reallocfail", NULL };
+	const struct md_rec *a = NULL, *m = NULL, *z = NULL;
+	uint64_t fseq = 0, zseq = 0;
+	size_t nf = 0, nz = 0;
+	struct run r;
+	int rc;
+
+	daemon_up();
+	rc = run_prog(argv, ENV("HEAPPROFD_INTERVAL=1"), 1, &r, NULL, NULL);
+	daemon_down();
+	if (D.nsess == 1) {
+		a = find_alloc(&D.s[0], 5000);
+		m = find_alloc(&D.s[0], 5001);
+		z = find_alloc(&D.s[0], 5002);
+		if (a)
+			nf = frees_of(&D.s[0], a, &fseq);
+		if (z)
+			nz = frees_of(&D.s[0], z, &zseq);
+	}
+	tap_ok(rc == 0 && a && m && nf == 1 && fseq > m->u.alloc.seq,
+	       "client: a failed realloc keeps the block tracked: one FREE, at the real free (after the marker: %llu > %llu)",
+	       (unsigned long long)fseq, m ? (unsigned long long)m->u.alloc.seq : 0ULL);
+	tap_ok(rc == 0 && z && nz == 1 && zseq > z->u.alloc.seq && !check_frees(&D.s[0]),
+	       "client: realloc(p, 0) is a free (%zu FREE records)", nz);
+	md_free(&D);
+}
+
+/*
+ * Whole-system mode: a client loaded without LD_PRELOAD naming it (from
+ * /etc/ld.so.preload; here as a DT_NEEDED library of hp_target_linked) is
+ * dormant unless HEAPPROFD_DORMANT says otherwise.
+ */
+static void t_system_preload(void)
+{
+	char *argv[] = { linked, "dormant", NULL };
+	size_t n111[3] = { 0 }, n222[3] = { 0 };
+	int rc[3], dormant[3] = { -1, -1, -1 }, k;
+	struct run r;
+
+	for (k = 0; k < 3; k++) {
+		daemon_up();
+		rc[k] = run_prog(argv, k == 0 ? NULL : k == 1 ?
+				 ENV("HEAPPROFD_DORMANT=0", "HEAPPROFD_INTERVAL=1") :
+				 ENV("HEAPPROFD_INTERVAL=1"),
+				 k == 2, &r, enable_session, NULL);
+		daemon_down();
+		if (D.nsess == 1) {
+			dormant[k] = !!(D.s[0].hello.flags & HP_HELLO_DORMANT);
+			n111[k] = md_count_alloc(&D.s[0], 0, 111);
+			n222[k] = md_count_alloc(&D.s[0], 0, 222);
+		}
+		md_free(&D);
+	}
+	tap_ok(rc[0] == 0 && dormant[0] == 1 && n111[0] == 0 && n222[0] == 100,
+	       "client: loaded without LD_PRELOAD naming it (as from ld.so.preload), no HEAPPROFD_ settings: dormant until enabled (%d, %zu/%zu)",
+	       dormant[0], n111[0], n222[0]);
+	tap_ok(rc[1] == 0 && dormant[1] == 0 && n111[1] == 100 && n222[1] == 100,
+	       "client: the same with HEAPPROFD_DORMANT=0: profiles from the start (%d, %zu/%zu)",
+	       dormant[1], n111[1], n222[1]);
+	tap_ok(rc[2] == 0 && dormant[2] == 0 && n111[2] == 100 && n222[2] == 100,
+	       "client: the same program with LD_PRELOAD naming the client: profiles from the start (%d, %zu/%zu)",
+	       dormant[2], n111[2], n222[2]);
+}
+
 static void t_heap(void)
 {
 	char *argv[] = { target, "heap", NULL };
@@ -802,6 +913,7 @@ int main(int argc, char **argv)
 		snprintf(lib, sizeof(lib), "%s/libheapprofd_client.so", b);
 	snprintf(target, sizeof(target), "%s/tests/client/hp_target", b);
 	snprintf(cxx, sizeof(cxx), "%s/tests/client/hp_cxx", b);
+	snprintf(linked, sizeof(linked), "%s/tests/client/hp_target_linked", b);
 	snprintf(tmpdir, sizeof(tmpdir), "/tmp/hp-client-test.XXXXXX");
 	if (!mkdtemp(tmpdir))
 		return 1;
@@ -814,6 +926,8 @@ int main(int argc, char **argv)
 			{ "counters", t_counters }, { "fork", t_fork },
 			{ "exec", t_exec }, { "dormant", t_dormant },
 			{ "heap", t_heap }, { "bad_env", t_bad_env },
+			{ "realloc_fail", t_realloc_fail },
+			{ "system_preload", t_system_preload },
 			{ "name", t_name }, { "ring_full", t_ring_full },
 			{ "bootstrap", t_bootstrap },
 			{ "daemon_gone", t_daemon_gone }, { "adaptive", t_adaptive },

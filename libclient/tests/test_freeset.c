@@ -89,9 +89,29 @@ static void test_threads(void)
 	hp_freeset_reset(&fs);
 }
 
+/* realloc may insert an address that is still in the set: a multiset. */
+static void test_twice(void)
+{
+	int r1, r2, r3, m1, m2;
+
+	hp_freeset_init(&fs);
+	hp_freeset_insert(&fs, 0x1230);
+	hp_freeset_insert(&fs, 0x1230);
+	r1 = hp_freeset_remove(&fs, 0x1230);
+	m1 = hp_freeset_maybe(&fs, 0x1230);
+	r2 = hp_freeset_remove(&fs, 0x1230);
+	m2 = hp_freeset_maybe(&fs, 0x1230);
+	r3 = hp_freeset_remove(&fs, 0x1230);
+	tap_ok(r1 && m1 && r2 && !m2 && !r3 && hp_freeset_live(&fs) == 0,
+	       "freeset: an address inserted twice is removed twice, then gone (%d %d %d %d %d)",
+	       r1, m1, r2, m2, r3);
+	hp_freeset_reset(&fs);
+}
+
 int main(void)
 {
 	test_basic();
+	test_twice();
 	test_threads();
 	return tap_failed ? 1 : 0;
 }

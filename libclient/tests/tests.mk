@@ -10,11 +10,12 @@ ASAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 TSAN := -fsanitize=thread -Wno-tsan
 TDIR := $(CURDIR)/tests
 
-UNIT_PLAIN := $(TBUILD)/test_sampler $(TBUILD)/test_ring $(TBUILD)/test_freeset
-UNIT_ASAN := $(TBUILD)/asan/test_sampler $(TBUILD)/asan/test_ring $(TBUILD)/asan/test_freeset
+UNIT_PLAIN := $(TBUILD)/test_sampler $(TBUILD)/test_ring $(TBUILD)/test_freeset $(TBUILD)/test_detect
+UNIT_ASAN := $(TBUILD)/asan/test_sampler $(TBUILD)/asan/test_ring $(TBUILD)/asan/test_freeset \
+	$(TBUILD)/asan/test_detect
 UNIT_TSAN := $(TBUILD)/tsan/test_ring $(TBUILD)/tsan/test_freeset
 E2E := $(TBUILD)/test_client $(TBUILD)/asan/test_client
-TARGETS := $(TBUILD)/hp_target $(TBUILD)/hp_cxx
+TARGETS := $(TBUILD)/hp_target $(TBUILD)/hp_cxx $(TBUILD)/hp_target_linked
 KTEST := $(BUILD)/tests/client_kernel_test
 
 guest-tests: $(KTEST) $(TBUILD)/hp_target
@@ -35,6 +36,7 @@ $(TBUILD) $(TBUILD)/asan $(TBUILD)/tsan:
 SRC_sampler := sampler.c
 SRC_freeset := freeset.c
 SRC_ring :=
+SRC_detect := detect.c
 SRC_client := tests/minidaemon.c
 
 $(TBUILD)/test_%: tests/test_%.c $(HDRS) tests/tap.h tests/minidaemon.h tests/minidaemon.c | $(TBUILD)
@@ -48,6 +50,13 @@ $(TBUILD)/tsan/test_%: tests/test_%.c $(HDRS) tests/tap.h | $(TBUILD)/tsan
 
 $(TBUILD)/hp_target: tests/hp_target.c include/heapprofd_client.h | $(TBUILD)
 	$(CC) $(TCFLAGS) -o $@ $< -lpthread
+
+# The same program with the client as a DT_NEEDED library instead of
+# LD_PRELOAD: the client loaded without LD_PRELOAD naming it, as from
+# /etc/ld.so.preload (which the tests cannot write).
+$(TBUILD)/hp_target_linked: tests/hp_target.c include/heapprofd_client.h $(LIB) | $(TBUILD)
+	$(CC) $(TCFLAGS) -o $@ $< -Wl,--no-as-needed -L$(BUILD) -lheapprofd_client \
+		-Wl,-rpath,$(BUILD) -lpthread
 
 $(TBUILD)/hp_cxx: tests/hp_cxx.cc | $(TBUILD)
 	$(CXX) -std=gnu++17 -O2 -g -Wall -Wextra -Werror -o $@ $< -lpthread

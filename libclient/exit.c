@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Process exit under the kernel transport. The module frees a session whose
+ * producer closed it before any consumer attached, and the attach has to
+ * find the process by pid: a short program that exits before the daemon
+ * reacted to SESSION_NEW would lose every sample. So at exit (the library's
+ * destructor, which runs after the program's atexit handlers and the other
+ * libraries' destructors), a session that is not dormant, wrote records and
+ * never saw a consumer waits a bounded time for one to attach, and then for
+ * it to drain the ring, so the records and the process's maps are still
+ * there when the daemon reads them.
+ *
+ * The user-space transport needs none of this: the hello waits for the
+ * daemon's reply, so a non-dormant session is always accepted before its
+ * first record, and the daemon keeps the memfd and drains it after EOF.
+ */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <time.h>
+
+#include "detect.h"
+#include "internal.h"
+
+#define HP_EXIT_WAIT_DEFAULT_MS	1000
+#define HP_EXIT_POLL_NS		1000000L	/* 1 ms between looks */
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void nap(void)
+{
+	struct timespec ts = { 0, HP_EXIT_POLL_NS };
+
+	nanosleep(&ts, NULL);
+}
+
+/* How long to wait: HEAPPROFD_EXIT_WAIT_MS if set (0 disables), else the
+ * default when a daemon seems to be running, else not at all. */
+static uint32_t wait_budget_ms(void)
+{
+	const char *ctl;
+
+	if (hp_cfg.exit_wait_ms >= 0)
+		return (uint32_t)hp_cfg.exit_wait_ms;
+	ctl = getenv(HP_CTL_ENV);
+	return hp_daemon_expected(hp_cfg.socket_path, ctl ? ctl : HP_CTL_DEFAULT) ?
+	       HP_EXIT_WAIT_DEFAULT_MS : 0;
+}
+
+static uint32_t kstate_state(void)
+{
+	return __atomic_load_n(&hp_sess.ring.kstate->state, __ATOMIC_ACQUIRE);
+}
+
+void hp_exit_wait(void)
+{
+	struct hp_ring *r = &hp_sess.ring;
+	uint64_t deadline, budget;
+	unsigned naps = 0;
+
+	if (!hp_sess.live || !hp_sess.kernel || hp_sess.stopped || hp_cfg.dormant)
+		return;
+	if (!__atomic_load_n(&r->cnt->records_written, __ATOMIC_RELAXED) ||
+	    __atomic_load_n(&r->kstate->attach_count, __ATOMIC_RELAXED))
+		return;
+	budget = wait_budget_ms();
+	if (!budget)
+		return;
+	hp_debug("exit: waiting up to %llu ms for a consumer",
+		 (unsigned long long)budget);
+	deadline = mono_ms() + budget;
+	while (kstate_state() != HEAPPROFD_STATE_ATTACHED) {
+		if (kstate_state() == HEAPPROFD_STATE_CLOSED || mono_ms() >= deadline) {
+			hp_debug("exit: no consumer came");
+			return;
+		}
+		nap();
+	}
+	/* Attached: let it drain what is there. Wake it now rather than
+	 * leave it to its timer, and again now and then if it sleeps. */
+	hp_wake();
+	deadline = mono_ms() + budget;
+	while (__atomic_load_n(&r->cons->head, __ATOMIC_ACQUIRE) !=
+	       __atomic_load_n(&r->prod->tail, __ATOMIC_ACQUIRE)) {
+		if (kstate_state() != HEAPPROFD_STATE_ATTACHED || mono_ms() >= deadline) {
+			hp_debug("exit: the consumer left or did not drain in time");
+			return;
+		}
+		if (!(++naps % 16) && __atomic_load_n(&r->cons->sleeping, __ATOMIC_RELAXED))
+			hp_wake();
+		nap();
+	}
+	hp_debug("exit: the consumer drained the ring");
+}
