@@ -61,7 +61,7 @@ int main(int argc, char **argv)
 	struct hp_parsed ps;
 	char why[200];
 	double cold, t0;
-	int i, k, nf = 0;
+	int i, nf = 0;
 	size_t len;
 
 	(void)argc; (void)argv;
@@ -72,6 +72,11 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	hp_elfcache_init(&cache);
+	/* Unwind on this thread as a pipeline worker does: all signals blocked,
+	 * libunwind's sigprocmask calls without system calls (sigmask.c).
+	 * HP_BENCH_SYSCALL_MASK=1 measures the old way. */
+	if (!getenv("HP_BENCH_SYSCALL_MASK"))
+		hp_sigmask_worker_init();
 	u = hp_unwinder_new(getpid(), open("/proc/self/maps", O_RDONLY | O_CLOEXEC),
 			    open("/proc/self/mem", O_RDONLY | O_CLOEXEC), -1, &cache);
 	for (i = 0; i < N + 1; i++) {
@@ -81,8 +86,7 @@ int main(int argc, char **argv)
 			t[i - 1] = now_us() - t0;
 		else
 			cold = now_us() - t0;
-		for (k = 0; k < nf; k++)
-			hp_elf_put(fr[k].elf);
+		hp_uframes_put(fr, nf);
 	}
 	qsort(t, N, sizeof(t[0]), cmp);
 	printf("unwind: %d frames (30 of them o2_recurse, -O2 -fomit-frame-pointer), stack copy %u bytes\n",

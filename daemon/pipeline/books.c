@@ -82,6 +82,7 @@ struct hp_books {
 	struct hp_hmap live;		/* (addr, heap) -> live */
 	struct hp_hmap pending;		/* (addr, heap) -> pending */
 	struct heap *heaps[HEAPPROFD_HEAP_MAX + 1];
+	int nheaps;		/* non-NULL entries of heaps[] (hp_books_mem runs per record) */
 	int64_t inuse_total, peak_total;
 	uint64_t peak_gen;
 	uint64_t events;
@@ -147,6 +148,7 @@ static struct heap *get_heap(struct hp_books *b, uint32_t id)
 		snprintf(h->name, sizeof(h->name), "heap%u", id);
 	h->root.snap_gen = (uint64_t)-1;
 	b->heaps[id] = h;
+	b->nheaps++;
 	return h;
 }
 
@@ -352,8 +354,7 @@ void hp_books_alloc(struct hp_books *b, const struct heapprofd_rec_alloc *a,
 		b->peak_gen++;
 	}
 out:
-	for (i = 0; i < nframes; i++)
-		hp_elf_put(frames[i].elf);
+	hp_uframes_put(frames, nframes);
 }
 
 void hp_books_free_rec(struct hp_books *b, const struct heapprofd_rec_free *f)
@@ -394,10 +395,8 @@ void hp_books_stats(const struct hp_books *b, uint64_t *live, uint64_t *unmatche
 size_t hp_books_mem(const struct hp_books *b)
 {
 	const size_t ovh = 16;	/* malloc's own bookkeeping per chunk */
-	size_t heaps = 0;
+	size_t heaps = (size_t)b->nheaps * (sizeof(struct heap) + ovh);
 
-	for (int i = 0; i <= HEAPPROFD_HEAP_MAX; i++)
-		heaps += b->heaps[i] ? sizeof(struct heap) + ovh : 0;
 	return sizeof(*b) + heaps +
 	       (b->frames.cap + b->children.cap + b->live.cap + b->pending.cap) *
 		       sizeof(struct hp_hent) +

@@ -262,6 +262,16 @@ struct hp_elf *hp_elf_ref(struct hp_elf *e)
 	return e;
 }
 
+/* Frames from hp_unwind hold one reference per run of consecutive frames
+ * in the same file: most of a stack is in one or two files, and each
+ * reference is an atomic operation on a line shared by workers and books. */
+void hp_uframes_put(struct hp_uframe *f, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (f[i].elf && (i == 0 || f[i].elf != f[i - 1].elf))
+			hp_elf_put(f[i].elf);
+}
+
 void hp_elf_put(struct hp_elf *e)
 {
 	struct hp_elfcache *c;

@@ -191,11 +191,20 @@ void hp_unwinder_free(struct hp_unwinder *u);	/* closes the fds */
  * space and caches, duplicated fds, a copy of the current maps snapshot. */
 struct hp_unwinder *hp_unwinder_clone(const struct hp_unwinder *u);
 void hp_unwinder_maps_changed(struct hp_unwinder *u);
-/* Returns the number of frames (>= 1 when pc is known), references taken. */
+/* Returns the number of frames (>= 1 when pc is known), references taken:
+ * one per run of consecutive frames with the same elf; release them with
+ * hp_uframes_put (not hp_elf_put per frame). */
 int hp_unwind(struct hp_unwinder *u, const struct heapprofd_rec_alloc *a,
 	      const uint8_t *stack, uint32_t stack_len, struct hp_uframe *out,
 	      int max);
+void hp_uframes_put(struct hp_uframe *f, int n);
 uint64_t hp_unwinder_reloads(const struct hp_unwinder *u);
+/* sigmask.c: call at the start of a thread that unwinds and never changes
+ * its signal mask again: blocks every signal and lets libunwind's
+ * sigprocmask calls on this thread skip the system call (see sigmask.c).
+ * Returns 0 or -errno. hp_sigmask_worker_fast: 1 while the fast path is on. */
+int hp_sigmask_worker_init(void);
+int hp_sigmask_worker_fast(void);
 size_t hp_unwinder_mem(const struct hp_unwinder *u);
 
 /* ---- prof.c: the shared in-memory profile ------------------------------ */

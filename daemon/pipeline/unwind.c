@@ -67,10 +67,11 @@ static size_t maps_mem(const struct hp_maps *m)
  * libunwind's register-state cache: UNW_CACHE_GLOBAL, one per address space
  * (so per process and worker; one thread uses it). Measured on Debian's
  * libunwind 1.6: without a cache a warm 35-frame unwind costs ~85 us instead
- * of ~15 us; about 30% of the 15 us is libunwind masking signals around the
- * cache's lock. Its per-thread cache would avoid the lock, but Debian's build
- * treats UNW_CACHE_PER_THREAD as GLOBAL, and that cache would be shared by
- * all the processes a worker serves anyway.
+ * of ~15 us; most of the 15 us was libunwind masking signals around the
+ * cache's lock (sigprocmask system calls), now free on workers: see
+ * sigmask.c (~2.7 us). Its per-thread cache would avoid the lock, but
+ * Debian's build treats UNW_CACHE_PER_THREAD as GLOBAL, and that cache would
+ * be shared by all the processes a worker serves anyway.
  */
 
 /* Rereads caused by unknown addresses: at most one per this interval, so
@@ -327,7 +328,10 @@ size_t hp_unwinder_mem(const struct hp_unwinder *u)
 	return sizeof(*u) + u->mem;
 }
 
-static void add_frame(struct uctx *c, struct hp_uframe *f, uint64_t pc)
+/* prev: the frame before f, or NULL. One reference per run of frames in
+ * the same file (hp_uframes_put releases them the same way). */
+static void add_frame(struct uctx *c, struct hp_uframe *f, const struct hp_uframe *prev,
+		      uint64_t pc)
 {
 	const struct hp_mapping *m = lookup_map(c, pc);
 
@@ -335,7 +339,7 @@ static void add_frame(struct uctx *c, struct hp_uframe *f, uint64_t pc)
 	f->elf = NULL;
 	f->bias = 0;
 	if (m && m->elf && m->bias_ok) {
-		f->elf = hp_elf_ref(m->elf);
+		f->elf = prev && prev->elf == m->elf ? m->elf : hp_elf_ref(m->elf);
 		f->bias = m->bias;
 	}
 }
@@ -354,7 +358,7 @@ int hp_unwind(struct hp_unwinder *u, const struct heapprofd_rec_alloc *a,
 	if (max <= 0)
 		return 0;
 	if (a->regs[HEAPPROFD_X86_64_IP])
-		add_frame(&c, &out[n++], a->regs[HEAPPROFD_X86_64_IP]);
+		add_frame(&c, &out[n++], NULL, a->regs[HEAPPROFD_X86_64_IP]);
 	if (!n || unw_init_remote(&cur, u->as, &c) < 0)
 		return n;
 	while (n < max) {
@@ -364,7 +368,8 @@ int hp_unwind(struct hp_unwinder *u, const struct heapprofd_rec_alloc *a,
 			break;
 		if (unw_get_reg(&cur, UNW_REG_IP, &ip) < 0 || !ip)
 			break;
-		add_frame(&c, &out[n++], ip);
+		add_frame(&c, &out[n], &out[n - 1], ip);
+		n++;
 	}
 	return n;
 }

@@ -7,6 +7,8 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -834,6 +836,85 @@ static void test_maps_record(void)
 	hp_proc_end(pr);
 }
 
+/* ---- sigmask.c: libunwind's sigprocmask calls without system calls --------- */
+
+static volatile sig_atomic_t got_usr1;
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	got_usr1 = 1;
+}
+
+/* Handlers may run late under TSan (it defers them): wait up to 1 s. */
+static int wait_usr1(void)
+{
+	for (int i = 0; i < 1000 && !got_usr1; i++)
+		usleep(1000);
+	return got_usr1;
+}
+
+/* The kernel's view, through pthread_sigmask (never interposed). */
+static int really_blocked(int sig)
+{
+	sigset_t cur;
+
+	return !pthread_sigmask(SIG_SETMASK, NULL, &cur) && sigismember(&cur, sig) == 1;
+}
+
+static void *sigmask_worker(void *arg)
+{
+	int *res = arg;
+	sigset_t full, old, one;
+
+	res[0] = hp_sigmask_worker_init() == 0 && hp_sigmask_worker_fast() &&
+		 really_blocked(SIGUSR1) && really_blocked(SIGTERM);
+	/* libunwind's pattern: block everything, then restore. */
+	sigfillset(&full);
+	memset(&old, 0, sizeof(old));
+	res[1] = !sigprocmask(SIG_SETMASK, &full, &old) && sigismember(&old, SIGUSR1) == 1 &&
+		 sigismember(&old, SIGTERM) == 1 && !sigprocmask(SIG_SETMASK, &old, NULL) &&
+		 !sigprocmask(SIG_BLOCK, &full, NULL) && hp_sigmask_worker_fast() &&
+		 really_blocked(SIGUSR1);
+	res[1] = res[1] && sigprocmask(12345, &full, NULL) == -1 && errno == EINVAL &&
+		 hp_sigmask_worker_fast();
+	/* A real change goes to the kernel and ends the fast path. */
+	sigemptyset(&one);
+	sigaddset(&one, SIGUSR1);
+	got_usr1 = 0;
+	res[2] = !sigprocmask(SIG_UNBLOCK, &one, NULL) && !hp_sigmask_worker_fast() &&
+		 !really_blocked(SIGUSR1) && really_blocked(SIGTERM) &&
+		 !pthread_kill(pthread_self(), SIGUSR1) && wait_usr1();
+	return NULL;
+}
+
+static void test_sigmask(void)
+{
+	int res[3] = { 0, 0, 0 };
+	pthread_t t;
+	sigset_t one, old;
+	struct sigaction sa = { .sa_handler = on_usr1 }, osa;
+
+	sigaction(SIGUSR1, &sa, &osa);
+	if (pthread_create(&t, NULL, sigmask_worker, res) || pthread_join(t, NULL))
+		ok(0, "sigmask: worker thread");
+	ok(res[0], "sigmask: worker init blocks every signal (kernel mask checked)");
+	ok(res[1], "sigmask: block-all/restore on a worker reports the true mask and changes nothing; bad how -> EINVAL");
+	ok(res[2], "sigmask: a real change on a worker reaches the kernel (SIGUSR1 unblocked and delivered)");
+	/* Other threads: plain sigprocmask semantics. */
+	sigemptyset(&one);
+	sigaddset(&one, SIGUSR2);
+	ok(!hp_sigmask_worker_fast() && !sigprocmask(SIG_BLOCK, &one, &old) &&
+	   really_blocked(SIGUSR2) && sigismember(&old, SIGUSR2) == 0 &&
+	   !sigprocmask(SIG_SETMASK, &old, NULL) && !really_blocked(SIGUSR2) &&
+	   sigprocmask(12345, &one, NULL) == -1 && errno == EINVAL,
+	   "sigmask: other threads' sigprocmask reaches the kernel, errors as -1/errno");
+	got_usr1 = 0;
+	kill(getpid(), SIGUSR1);	/* workers block it: this thread takes it */
+	ok(wait_usr1(), "sigmask: a process signal is delivered while the workers block everything");
+	sigaction(SIGUSR1, &osa, NULL);
+}
+
 int main(void)
 {
 	struct hp_pipeline_opts o = { .unwind_workers = 2 };
@@ -866,6 +947,7 @@ int main(void)
 	test_maps_record();
 	test_custom_heap();
 	test_garbage();
+	test_sigmask();
 	hp_pipeline_free(P);
 	ok(1, "pipeline: shuts down cleanly");
 	if (!failed && !getenv("HP_KEEP")) {
