@@ -374,26 +374,28 @@ static int finish_daemon(struct daemon *d)
 #define MAXRES 256
 struct result {
 	int pid;
+	unsigned long long sid;	/* one per session: an exec'd image is another */
 	char comm[32];
 	char prefix[PATH_MAX];
-	int done, ok;
+	int done, ok, moved;
 	unsigned long long records;
 	char reason[200];
 };
 static struct result results[MAXRES];
 static int nresults, nlive;
 
-static struct result *result_for(int pid)
+static struct result *result_for(int pid, unsigned long long sid)
 {
 	int i;
 
 	for (i = 0; i < nresults; i++)
-		if (results[i].pid == pid)
+		if (results[i].pid == pid && results[i].sid == sid)
 			return &results[i];
 	if (nresults == MAXRES)
 		return NULL;
 	memset(&results[nresults], 0, sizeof(results[0]));
 	results[nresults].pid = pid;
+	results[nresults].sid = sid;
 	return &results[nresults++];
 }
 
@@ -404,9 +406,15 @@ static void record_event(const char *m)
 	int pid = (int)hpc_getu(m, "pid", 0);
 
 	hpc_get(m, "kind", kind, sizeof(kind));
-	r = result_for(pid);
+	r = result_for(pid, hpc_getu(m, "session", 0));
 	if (!r)
 		return;
+	if (!strcmp(kind, "moved")) {
+		/* The pid exec'd: this earlier image's profile went elsewhere. */
+		hpc_get(m, "prefix", r->prefix, sizeof(r->prefix));
+		r->moved = 1;
+		return;
+	}
 	if (!strcmp(kind, "session")) {
 		hpc_get(m, "comm", r->comm, sizeof(r->comm));
 		hpc_get(m, "prefix", r->prefix, sizeof(r->prefix));
@@ -465,15 +473,21 @@ static int show_results(int top)
 		}
 		if (strcmp(r->reason, "exit") && r->reason[0])
 			note("pid %d (%s): the session ended early: %s", r->pid, r->comm, r->reason);
-		printf("heapprofctl: pid %d (%s): %llu records; wrote", r->pid, r->comm, r->records);
+		printf("heapprofctl: pid %d (%s%s): %llu records; wrote", r->pid, r->comm,
+		       r->moved ? ", an image it later exec'd away from" : "", r->records);
 		for (k = 0; k < 4; k++) {
 			snprintf(path, sizeof(path), "%s%s", r->prefix, ext[k]);
 			if (!access(path, R_OK))
 				printf(" %s", path);
 		}
 		printf("\n");
-		if (top && i == 0)
-			print_top(r->prefix, top);
+	}
+	/* The top call sites of the main profile: the recorded pid's last image. */
+	for (i = 0; top && i < nresults; i++) {
+		if (results[i].done && results[i].ok && !results[i].moved) {
+			print_top(results[i].prefix, top);
+			break;
+		}
 	}
 	fflush(stdout);
 	return bad;

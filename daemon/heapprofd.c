@@ -554,7 +554,20 @@ int main(int argc, char **argv)
 			live += s->enabled && !s->ending;
 		if (hpd_opts.private_mode && had_owner && !nctl && !live)
 			break;
-		timeout = live ? 10 : -1;
+		/*
+		 * Live sessions are drained every HPD_TICK_MS: producers wake
+		 * us only when a ring is a quarter full (session.c), so the
+		 * tick bounds the latency of the rest. Hang-ups and exits come
+		 * through epoll at once.
+		 */
+		timeout = -1;
+		if (live && hpd_backlog) {
+			timeout = 0;
+		} else if (live) {
+			now = hpd_now_ms();
+			timeout = now - last_tick >= HPD_TICK_MS ? 0 :
+				  (int)(HPD_TICK_MS - (now - last_tick));
+		}
 		n = epoll_wait(epfd, evs, 64, timeout);
 		if (n < 0 && errno != EINTR) {
 			hpd_log(HPD_ERR, "epoll_wait: %s", strerror(errno));
@@ -566,7 +579,8 @@ int main(int argc, char **argv)
 			w->fn(w, evs[i].events);
 		}
 		now = hpd_now_ms();
-		if (now - last_tick >= 10) {
+		if (hpd_backlog || now - last_tick >= HPD_TICK_MS) {
+			hpd_backlog = 0;
 			hpd_session_tick(now);
 			last_tick = now;
 		}

@@ -49,6 +49,8 @@ struct hpd_rule {
 	char prefix[512];
 	int nsessions;			/* sessions started under this rule */
 	int live;			/* of those, still running */
+	int images;			/* sessions of pid itself: one per exec'd image */
+	uint64_t main_sid;		/* the image that owns PREFIX.* now */
 };
 
 struct hpd_rule *hpd_rule_match(pid_t pid, const char *comm, int dormant);
@@ -112,6 +114,7 @@ struct hpd_session *hpd_session_by_pid(pid_t pid);
 void hpd_session_tick(uint64_t now_ms);
 uint64_t hpd_now_ms(void);
 void hpd_sessions_reap(void);
+extern int hpd_backlog;		/* a drain left records behind: tick again now */
 
 /* ---- heapprofd.c: the event loop ---- */
 struct hpd_watch {
@@ -151,6 +154,25 @@ void hpd_kmod_list(hpd_kmod_list_fn fn, void *arg);
 int hpd_scan_attach(pid_t pid, struct hpd_rule *r, char *err, size_t errlen);
 
 /* ---- ctl (heapprofd.c) ---- */
+/*
+ * The event loop drains every live session each HPD_TICK_MS; producers wake
+ * the daemon early only when a quarter of a ring is unread. The tick is the
+ * latency bound for a trickle of records (heapprofd(8)).
+ */
+#ifndef HPD_TICK_MS
+#define HPD_TICK_MS		25
+#endif
+#ifndef HPD_WAKE_DIV		/* watermark = data size / this; 0: wake on every commit */
+#define HPD_WAKE_DIV		4
+#endif
+
+static inline uint32_t hpd_sleep_watermark(const struct hp_ring *r)
+{
+	uint64_t wm = HPD_WAKE_DIV ? r->size / HPD_WAKE_DIV : 1;
+
+	return wm > UINT32_MAX ? UINT32_MAX : (wm ? (uint32_t)wm : 1);
+}
+
 #define HPD_CTL_DEFAULT		"/run/heapprofd/ctl.sock"
 #define HPD_CTL_ENV		"HEAPPROFD_CTL"
 #define HPD_MSG_MAX		65536

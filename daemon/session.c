@@ -154,10 +154,101 @@ static void write_config(struct hpd_session *s, const struct hpd_rule *r, int en
 			(hpd_opts.interval ? hpd_opts.interval : HEAPPROFD_INTERVAL_DEFAULT);
 		cfg->stack_cap = r && r->stack_cap ? r->stack_cap : HEAPPROFD_STACK_CAP_DEFAULT;
 		cfg->flags = r ? r->cfg_flags : 0;
-		cfg->block_timeout_us = 100000;
+		/*
+		 * How long a --block client waits for room. Interval 1 asked
+		 * for exact numbers, so it waits longer (a loaded machine, a
+		 * sanitized daemon) before a record is dropped and counted.
+		 */
+		cfg->block_timeout_us = cfg->interval == 1 ? 2000000 : 100000;
 	}
 	cfg->enabled = enabled;
 	__atomic_fetch_add(&cfg->generation, 1, __ATOMIC_RELEASE);
+}
+
+/* Tell the rule's owner that an image's profile is now under another prefix. */
+static void moved_event(struct hpd_rule *r, uint64_t sid, pid_t pid, const char *prefix)
+{
+	char ev[1024] = "event";
+
+	hpc_put(ev, sizeof(ev), "kind", "moved");
+	hpc_putu(ev, sizeof(ev), "pid", pid);
+	hpc_putu(ev, sizeof(ev), "session", sid);
+	hpc_put(ev, sizeof(ev), "prefix", prefix);
+	hpd_event(r, ev);
+}
+
+/*
+ * The recorded pid registered a session again: it exec'd (a shell script, a
+ * shim that execs the real program). The newest image is what the user
+ * asked about, so it takes PREFIX.*; the image before it moves to
+ * PREFIX.<pid>.<n>.* (n counts images from 1): renamed on disk when it has
+ * already been written, or simply written there when its end comes later.
+ */
+static void take_main_prefix(struct hpd_session *s, struct hpd_rule *r)
+{
+	static const char *const ext[] = {
+		".pb.gz", ".svg", ".folded", ".txt",
+		".peak.pb.gz", ".peak.svg", ".peak.folded", ".peak.txt",
+	};
+	char moved[sizeof(s->prefix)];
+	struct hpd_session *p;
+	size_t k;
+
+	snprintf(s->prefix, sizeof(s->prefix), "%s", r->prefix);
+	if (r->images++ == 0) {
+		r->main_sid = s->id;
+		return;
+	}
+	snprintf(moved, sizeof(moved), "%s.%d.%d", r->prefix, (int)s->pid, r->images - 1);
+	for (p = hpd_sessions; p; p = p->next)
+		if (p != s && p->id == r->main_sid && p->rule == r)
+			break;
+	if (p && !p->ending) {
+		snprintf(p->prefix, sizeof(p->prefix), "%s", moved);
+	} else {
+		for (k = 0; k < sizeof(ext) / sizeof(ext[0]); k++) {
+			char from[sizeof(s->prefix) + 16], to[sizeof(moved) + 16];
+
+			snprintf(from, sizeof(from), "%s%s", r->prefix, ext[k]);
+			snprintf(to, sizeof(to), "%s%s", moved, ext[k]);
+			if (rename(from, to) < 0 && errno != ENOENT)
+				hpd_log(HPD_WARN, "rename %s: %s", from, strerror(errno));
+		}
+	}
+	hpd_log(HPD_INFO, "pid %d exec'd: the earlier image's profile is %s.*", (int)s->pid, moved);
+	moved_event(r, r->main_sid, s->pid, moved);
+	r->main_sid = s->id;
+}
+
+/* A prefix no other session of this daemon uses and no profile file has. */
+static int prefix_taken(const struct hpd_session *s, const char *prefix)
+{
+	const struct hpd_session *p;
+	char f[sizeof(s->prefix) + 16];
+
+	for (p = hpd_sessions; p; p = p->next)
+		if (p != s && !strcmp(p->prefix, prefix))
+			return 1;
+	snprintf(f, sizeof(f), "%s.txt", prefix);
+	if (!access(f, F_OK))
+		return 1;
+	snprintf(f, sizeof(f), "%s.folded", prefix);
+	return !access(f, F_OK);
+}
+
+/*
+ * A followed child: PREFIX.<comm>.<pid>, and when that pid exec'd a program
+ * of the same name (bash execs bash), PREFIX.<comm>.<pid>.<n> for the
+ * later images, so no image overwrites another.
+ */
+static void child_prefix(struct hpd_session *s, struct hpd_rule *r)
+{
+	int n;
+
+	snprintf(s->prefix, sizeof(s->prefix), "%s.%s.%d", r->prefix, s->comm, (int)s->pid);
+	for (n = 2; n < 1000 && prefix_taken(s, s->prefix); n++)
+		snprintf(s->prefix, sizeof(s->prefix), "%s.%s.%d.%d", r->prefix, s->comm,
+			 (int)s->pid, n);
 }
 
 /* Start profiling: config, pipeline process, where the dumps go. */
@@ -181,11 +272,10 @@ int hpd_session_enable(struct hpd_session *s, struct hpd_rule *r)
 	s->formats = r && r->formats ? r->formats :
 		HP_OUT_PPROF | HP_OUT_FOLDED | HP_OUT_SVG | HP_OUT_TEXT;
 	if (r && r->prefix[0]) {
-		if (r->pid == s->pid && !r->nsessions)
-			snprintf(s->prefix, sizeof(s->prefix), "%s", r->prefix);
+		if (r->pid == s->pid)
+			take_main_prefix(s, r);
 		else
-			snprintf(s->prefix, sizeof(s->prefix), "%s.%s.%d", r->prefix,
-				 s->comm, (int)s->pid);
+			child_prefix(s, r);
 	} else {
 		hpd_default_prefix(s, s->prefix, sizeof(s->prefix));
 	}
@@ -277,8 +367,11 @@ void hpd_session_drain(struct hpd_session *s, int producer_gone)
 				return;
 			}
 			guard_on = 1;	/* the sigsetjmp above still holds */
-			if (++n >= DRAIN_BATCH && !producer_gone)
-				break;	/* the tick comes back for the rest */
+			if (++n >= DRAIN_BATCH && !producer_gone) {
+				/* Be fair to the others; the loop comes back at once. */
+				hpd_backlog = 1;
+				break;
+			}
 			continue;
 		}
 		if (st == HP_RING_CORRUPT) {
@@ -327,8 +420,14 @@ void hpd_session_drain(struct hpd_session *s, int producer_gone)
 			}
 			break;	/* the tick looks again */
 		}
-		/* Empty: sleep unless a record slipped in. */
-		if (producer_gone || s->poll_only || hp_ring_prepare_sleep(&s->ring))
+		/*
+		 * Empty: sleep unless a record slipped in. The watermark asks
+		 * producers to wake us only once a quarter of the ring is
+		 * unread; less waits for the tick (HPD_TICK_MS), so a commit
+		 * almost never costs the producer a system call.
+		 */
+		if (producer_gone || s->poll_only ||
+		    hp_ring_prepare_sleep_wm(&s->ring, hpd_sleep_watermark(&s->ring)))
 			break;
 	}
 	guard_on = 0;
@@ -456,6 +555,9 @@ void hpd_session_detach(struct hpd_session *s)
 }
 
 /* Continuous dumps, stalled records, rings without a wake channel. */
+/* A drain stopped with records left: the event loop must not sleep. */
+int hpd_backlog;
+
 void hpd_session_tick(uint64_t now)
 {
 	struct hpd_session *s;

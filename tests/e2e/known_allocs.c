@@ -8,8 +8,15 @@
  *   known_allocs threads N        N threads, each thread_site 8 MiB
  *   known_allocs fork             parent_site 4 MiB; child child_site 8 MiB
  *   known_allocs quick            quick_site 2 MiB, then _exit at once
- *   known_allocs loop SECS        loop_site allocates and frees for SECS seconds
- *   known_allocs spin SECS        like loop, prints "ready" first, for kill tests
+ *   known_allocs loop SECS|STOP   loop_site allocates and frees for SECS seconds,
+ *                                 or, when the argument contains a '/', until the
+ *                                 file STOP exists (the tests' way: no timing)
+ *   known_allocs spin SECS|STOP   the same; both print "ready PID" first
+ *
+ * With a STOP file the program never exits on its own before the test says
+ * so; a bound of STOP_SAFETY_S is only a safety net (then it exits 3 and
+ * says why, so a stuck test cannot hang forever and is seen to fail). It
+ * also stops when STOP's directory is gone (the test cleaned up).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -21,6 +28,7 @@
 
 #define NOINLINE __attribute__((noinline, noclone))
 #define MiB (1024UL * 1024)
+#define STOP_SAFETY_S 300
 
 static volatile unsigned long sink;
 static void *keep[1 << 16];
@@ -118,16 +126,35 @@ int main(int argc, char **argv)
 		fflush(stdout);
 		_exit(0);
 	} else if (!strcmp(mode, "loop") || !strcmp(mode, "spin")) {
-		double end = now() + (argc > 2 ? atof(argv[2]) : 2);
+		const char *arg = argc > 2 ? argv[2] : "2";
+		const char *stop = strchr(arg, '/') ? arg : NULL;
+		char dir[4096];
+		double end = now() + (stop ? STOP_SAFETY_S : atof(arg));
 		unsigned long n = 0;
 
-		if (!strcmp(mode, "spin")) {
-			printf("ready %d\n", (int)getpid());
-			fflush(stdout);
-		}
-		while (now() < end) {
+		snprintf(dir, sizeof(dir), "%s", stop ? stop : ".");
+		*(strrchr(dir, '/') ? strrchr(dir, '/') : dir + 1) = 0;
+		if (!dir[0])
+			strcpy(dir, "/");
+		printf("ready %d\n", (int)getpid());
+		fflush(stdout);
+		for (;;) {
 			int i;
 
+			if (stop && access(stop, F_OK) == 0)
+				break;
+			if (stop && access(dir, F_OK) != 0) {
+				fprintf(stderr, "known_allocs: %s is gone\n", dir);
+				return 3;
+			}
+			if (now() >= end) {
+				if (stop) {
+					fprintf(stderr, "known_allocs: %s never appeared in %d s\n",
+						stop, STOP_SAFETY_S);
+					return 3;
+				}
+				break;
+			}
 			for (i = 0; i < 1000; i++)
 				loop_site();
 			n += 1000;
