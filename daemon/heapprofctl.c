@@ -585,6 +585,14 @@ static void child_env(const struct rec_opts *o, const struct daemon *d, int dorm
 		setenv("HEAPPROFD_DORMANT", "1", 1);
 	else
 		unsetenv("HEAPPROFD_DORMANT");
+	/* Runs in the child: the recorded process and the images it execs
+	 * keep the client; its descendants drop it unless following forks. */
+	if (!dormant) {
+		snprintf(v, sizeof(v), "%d", (int)getpid());
+		setenv("HEAPPROFD_ROOT_PID", v, 1);
+	} else {
+		unsetenv("HEAPPROFD_ROOT_PID");
+	}
 }
 
 static int do_record(struct rec_opts *o, char **cmd)

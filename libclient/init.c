@@ -6,6 +6,9 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,14 +58,45 @@ static void strip_preload(void)
 		unsetenv("LD_PRELOAD");
 }
 
+/*
+ * The pid `heapprofctl record` started (HEAPPROFD_ROOT_PID), or 0. That
+ * process keeps profiling through exec (a wrapper script or shim that
+ * execs the real program is the common case); without follow-forks the
+ * programs its children run are not profiled.
+ */
+static pid_t root_pid(void)
+{
+	const char *v = getenv("HEAPPROFD_ROOT_PID");
+	char *end;
+	long n;
+
+	if (!v || !*v)
+		return 0;
+	errno = 0;
+	n = strtol(v, &end, 10);
+	if (errno || *end || n <= 0 || n > INT_MAX)
+		return 0;
+	return (pid_t)n;
+}
+
 __attribute__((constructor)) static void hp_init(void)
 {
+	pid_t root;
+
 	hp_resolve();
 	hp_hooks_init();
 	hp_config_from_env();
 	hp_fork_install();
-	if (!(hp_cfg.flags & HEAPPROFD_CFG_FOLLOW_FORKS) && !hp_cfg.name[0])
-		strip_preload();
+	if (!(hp_cfg.flags & HEAPPROFD_CFG_FOLLOW_FORKS) && !hp_cfg.name[0]) {
+		root = root_pid();
+		if (root && root != getpid()) {
+			/* A descendant of the recorded process: pass through. */
+			strip_preload();
+			return;
+		}
+		if (!root)
+			strip_preload();	/* plain LD_PRELOAD: this image only */
+	}
 	if (!hp_name_matches())
 		return;
 	hp_session_start();
