@@ -2,7 +2,7 @@
 /*
  * Start-up and shut-down: read the environment, install the fork handlers,
  * decide what exec'd children inherit, open the session; publish the exact
- * counters at exit and give a late daemon its chance (exit.c).
+ * counters at exit and give a late daemon its chance (attach_wait.c).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>

@@ -122,7 +122,8 @@ void hp_counters_reset_child(struct hp_thread *t);
 /* ---- stack.c ------------------------------------------------------------ */
 void hp_stack_bounds(struct hp_thread *t);
 
-/* ---- exit.c ------------------------------------------------------------- */
+/* ---- attach_wait.c ------------------------------------------------------------- */
+void hp_start_wait(void);	/* kernel session: wait for the consumer */
 void hp_exit_wait(void);
 
 /* ---- fork.c ------------------------------------------------------------- */

@@ -362,6 +362,7 @@ void hp_session_start(void)
 	}
 	hp_sess.live = 1;
 	hp_sess.cfg_gen = 0;
+	hp_start_wait();
 	set_interval(hp_cfg.interval);
 	hp_config_poll();
 	hp_heaps_announce();

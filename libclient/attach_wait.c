@@ -1,6 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Process exit under the kernel transport. The module frees a session whose
+ * Waiting for the daemon under the kernel transport, at both ends of a
+ * session.
+ *
+ * Start: the daemon attaches only after it has seen SESSION_NEW, received the
+ * fds and mapped the ring, which takes a while on a slow machine. A recorded
+ * program (a daemon is expected) that sampled meanwhile would fill the ring
+ * and drop, or block on it. So right after registering, such a session waits
+ * a bounded time for the consumer before it takes its first sample, and so
+ * also picks up the daemon's configuration first.
+ *
+ * Exit: the module frees a session whose
  * producer closed it before any consumer attached, and the attach has to
  * find the process by pid: a short program that exits before the daemon
  * reacted to SESSION_NEW would lose every sample. So at exit (the library's
@@ -47,6 +57,9 @@ static uint32_t wait_budget_ms(void)
 
 	if (hp_cfg.exit_wait_ms >= 0)
 		return (uint32_t)hp_cfg.exit_wait_ms;
+	/* heapprofctl record names the recorded process: a daemon is coming. */
+	if (getenv("HEAPPROFD_ROOT_PID"))
+		return HP_EXIT_WAIT_DEFAULT_MS;
 	ctl = getenv(HP_CTL_ENV);
 	return hp_daemon_expected(hp_cfg.socket_path, ctl ? ctl : HP_CTL_DEFAULT) ?
 	       HP_EXIT_WAIT_DEFAULT_MS : 0;
@@ -55,6 +68,29 @@ static uint32_t wait_budget_ms(void)
 static uint32_t kstate_state(void)
 {
 	return __atomic_load_n(&hp_sess.ring.kstate->state, __ATOMIC_ACQUIRE);
+}
+
+void hp_start_wait(void)
+{
+	uint64_t deadline, budget;
+
+	if (!hp_sess.live || !hp_sess.kernel || hp_cfg.dormant)
+		return;
+	if (__atomic_load_n(&hp_sess.ring.kstate->attach_count, __ATOMIC_RELAXED))
+		return;
+	budget = wait_budget_ms();
+	if (!budget)
+		return;
+	hp_debug("start: waiting up to %llu ms for a consumer",
+		 (unsigned long long)budget);
+	deadline = mono_ms() + budget;
+	while (kstate_state() != HEAPPROFD_STATE_ATTACHED) {
+		if (mono_ms() >= deadline) {
+			hp_debug("start: no consumer yet; sampling anyway");
+			return;
+		}
+		nap();
+	}
 }
 
 void hp_exit_wait(void)
