@@ -266,27 +266,44 @@ int hp_text_write(const struct hp_prof *p, int top, FILE *f)
 
 	for (i = 0; i < p->nsamples; i++) {
 		const struct hp_prof_sample *s = &p->samples[i];
-		const char *name = "[unknown]", *file = "";
+		const char *name = "[unknown]", *file = "", *named = NULL;
 		int64_t line = 0;
+		int found = 0;
 
 		/* the first frame, leaf first and inline frames included, that is
-		 * not an allocator entry point (the outermost if all are) */
-		for (uint32_t k = 0, found = 0; k < s->nlocs && !found; k++) {
+		 * not an allocator entry point (the outermost if all are); if it
+		 * has no symbol (a stripped library shows as lib+0xOFFSET), also
+		 * the nearest caller that has one, so the site reads as something */
+		for (uint32_t k = 0; k < s->nlocs && !named; k++) {
 			uint32_t li = s->locs[k], nf = hp_prof_loc_frames(p, li), q;
 			const struct hp_prof_loc *l = li < p->nlocs ? &p->locs[li] : NULL;
 
-			for (q = 0; q < nf && !found; q++) {
+			for (q = 0; q < nf && !named; q++) {
 				const struct hp_prof_line *ln = l && q && l->inl + q - 1 < p->nlines ?
 					&p->lines[l->inl + q - 1] : NULL;
+				const char *fr = hp_intern((struct hp_strtab *)&p->strs,
+							   hp_prof_loc_frame(p, li, q, buf, sizeof(buf)));
 
-				name = hp_intern((struct hp_strtab *)&p->strs,
-						 hp_prof_loc_frame(p, li, q, buf, sizeof(buf)));
-				if (!name)
-					name = "?";
+				if (!fr)
+					fr = "?";
+				if (found) {
+					if (!strstr(fr, "+0x"))
+						named = fr;
+					continue;
+				}
+				name = fr;
 				file = ln ? (ln->file ? ln->file : "") : (l && l->file ? l->file : "");
 				line = ln ? ln->line : l ? l->line : 0;
 				found = !is_allocator(name);
+				if (found && !strstr(name, "+0x"))
+					named = name;
 			}
+		}
+		if (named && named != name) {
+			snprintf(buf, sizeof(buf), "%s (in %s)", name, named);
+			name = hp_intern((struct hp_strtab *)&p->strs, buf);
+			if (!name)
+				name = "?";
 		}
 		const char *heap = s->heap ? s->heap : "";
 		uint64_t k1 = hp_hash_str(name) ^ (hp_hash_str(heap) << 1),
