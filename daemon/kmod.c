@@ -205,20 +205,18 @@ static int list_msg(struct nl_msg *msg, void *arg)
 	return NL_OK;
 }
 
-void hpd_kmod_list(hpd_kmod_list_fn fn, void *arg)
+/* Ask the module for every live session (SESSION_GET dump); each reply
+ * message goes to cb. */
+static void dump_sessions(nl_recvmsg_msg_cb_t cb, void *arg)
 {
-	struct list_ctx lc = { fn, arg };
-	struct nl_sock *sk;
+	struct nl_sock *sk = nl_socket_alloc();
 	struct nl_msg *m;
 
-	if (devfd < 0 || family <= 0)
-		return;
-	sk = nl_socket_alloc();
 	if (!sk)
 		return;
 	if (genl_connect(sk) < 0)
 		goto out;
-	nl_socket_modify_cb(sk, NL_CB_VALID, NL_CB_CUSTOM, list_msg, &lc);
+	nl_socket_modify_cb(sk, NL_CB_VALID, NL_CB_CUSTOM, cb, arg);
 	m = nlmsg_alloc();
 	if (!m)
 		goto out;
@@ -229,6 +227,15 @@ void hpd_kmod_list(hpd_kmod_list_fn fn, void *arg)
 	nlmsg_free(m);
 out:
 	nl_socket_free(sk);
+}
+
+void hpd_kmod_list(hpd_kmod_list_fn fn, void *arg)
+{
+	struct list_ctx lc = { fn, arg };
+
+	if (devfd < 0 || family <= 0)
+		return;
+	dump_sessions(list_msg, &lc);
 }
 
 static int parse_msg(struct nl_msg *msg, void *arg)
@@ -274,24 +281,7 @@ static void nl_event(struct hpd_watch *w, uint32_t ev)
 /* Sessions that registered before we started (SESSION_GET dump). */
 static void dump_existing(void)
 {
-	struct nl_sock *sk = nl_socket_alloc();
-	struct nl_msg *m;
-
-	if (!sk)
-		return;
-	if (genl_connect(sk) < 0)
-		goto out;
-	nl_socket_modify_cb(sk, NL_CB_VALID, NL_CB_CUSTOM, parse_msg, NULL);
-	m = nlmsg_alloc();
-	if (!m)
-		goto out;
-	genlmsg_put(m, NL_AUTO_PORT, NL_AUTO_SEQ, family, 0, NLM_F_DUMP,
-		    HEAPPROFD_CMD_SESSION_GET, HEAPPROFD_GENL_VERSION);
-	if (nl_send_auto(sk, m) >= 0)
-		nl_recvmsgs_default(sk);
-	nlmsg_free(m);
-out:
-	nl_socket_free(sk);
+	dump_sessions(parse_msg, NULL);
 }
 
 int hpd_kmod_init(void)
