@@ -81,7 +81,7 @@ int main(int argc, char **argv)
 			    open("/proc/self/mem", O_RDONLY | O_CLOEXEC), -1, &cache);
 	for (i = 0; i < N + 1; i++) {
 		t0 = now_us();
-		nf = hp_unwind(u, ps.alloc, ps.stack, ps.stack_len, fr, HP_DEFAULT_MAX_FRAMES);
+		nf = hp_unwind(u, ps.alloc, ps.stack, ps.stack_len, fr, HP_DEFAULT_MAX_FRAMES, NULL);
 		if (i)
 			t[i - 1] = now_us() - t0;
 		else

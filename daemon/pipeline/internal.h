@@ -194,10 +194,40 @@ void hp_unwinder_maps_changed(struct hp_unwinder *u);
 /* Returns the number of frames (>= 1 when pc is known), references taken:
  * one per run of consecutive frames with the same elf; release them with
  * hp_uframes_put (not hp_elf_put per frame). */
+/*
+ * What an unwind read (memo.c): the record's registers (regmask, by
+ * HEAPPROFD_X86_64_* index) and the stack words at off[i] from sp. ok is 0
+ * when it also read something a trace cannot vouch for.
+ */
+#define HP_TRACE_MAX	256
+struct hp_utrace {
+	int ok;
+	uint32_t regmask;
+	uint32_t nreads;
+	uint32_t off[HP_TRACE_MAX];
+	uint64_t val[HP_TRACE_MAX];
+};
+
+/* t may be NULL (no trace wanted). */
 int hp_unwind(struct hp_unwinder *u, const struct heapprofd_rec_alloc *a,
 	      const uint8_t *stack, uint32_t stack_len, struct hp_uframe *out,
-	      int max);
+	      int max, struct hp_utrace *t);
 void hp_uframes_put(struct hp_uframe *f, int n);
+
+/* ---- memo.c: unwinds remembered by what they read --------------------- */
+
+struct hp_memo;
+struct hp_memo *hp_memo_new(void);
+void hp_memo_free(struct hp_memo *m);
+/* The maps changed: forget everything; returns the new generation. */
+uint32_t hp_memo_new_gen(struct hp_memo *m);
+/* Frames (references taken) if a remembered unwind of generation gen reads
+ * the same inputs in this sample; -1 otherwise. */
+int hp_memo_lookup(struct hp_memo *m, uint32_t gen, const struct heapprofd_rec_alloc *a,
+		   const uint8_t *stack, uint32_t stack_len, struct hp_uframe *out, int max);
+void hp_memo_insert(struct hp_memo *m, uint32_t gen, const struct heapprofd_rec_alloc *a,
+		    const struct hp_utrace *t, const struct hp_uframe *f, int n);
+void hp_memo_stats(struct hp_memo *m, uint64_t *hits, uint64_t *misses, size_t *bytes);
 uint64_t hp_unwinder_reloads(const struct hp_unwinder *u);
 /* sigmask.c: call at the start of a thread that unwinds and never changes
  * its signal mask again: blocks every signal and lets libunwind's

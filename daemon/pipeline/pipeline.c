@@ -62,6 +62,9 @@ struct job {
 	int nframes;
 	int worker;		/* J_REC alloc, J_MAPS_W, J_END_W: which */
 	uint64_t feed;		/* numbered jobs */
+	uint32_t memo_gen;	/* J_REC alloc: the maps generation it was fed in */
+	int memo_hit;		/* J_REC alloc: rec holds only the alloc header and
+				 * frames (inside this job) came from the memo */
 	size_t len;
 	uint64_t rec[];		/* the record copy, 8-byte aligned */
 };
@@ -89,6 +92,8 @@ struct hp_proc {
 	struct hp_pipeline *p;
 	struct hp_proc *next, *prev;
 	struct hp_unwinder **unw;	/* [nworkers]; unw[i] touched by worker i only */
+	struct hp_memo *memo;		/* unwinds remembered (memo.c) */
+	uint32_t memo_gen;		/* feeding thread: current maps generation */
 	uint64_t *reloads_w, *unw_mem_w;	/* [nworkers], written by worker i */
 	struct hp_books *books;		/* books thread only */
 	struct hp_hmap reorder;		/* books thread only: feed -> job */
@@ -178,6 +183,7 @@ static void proc_put(struct hp_proc *pr)
 	if (__atomic_sub_fetch(&pr->refs, 1, __ATOMIC_ACQ_REL))
 		return;
 	pthread_mutex_destroy(&pr->lock);
+	hp_memo_free(pr->memo);
 	free(pr->unw);
 	free(pr->reloads_w);
 	free(pr->unw_mem_w);
@@ -191,15 +197,20 @@ static void worker_alloc(struct hp_pipeline *p, struct job *j)
 	struct hp_proc *pr = j->pr;
 	struct hp_unwinder *u = pr->unw[j->worker];
 	struct hp_parsed ps;
+	static __thread struct hp_utrace trace;
 
 	/* Validated by hp_proc_feed already; parse again for the pointers. */
 	if (!u || hp_parse_record(j->rec, j->len, &ps, NULL, 0) ||
 	    ps.type != HEAPPROFD_REC_ALLOC)
 		return;
-	j->frames = calloc(p->max_frames, sizeof(*j->frames));
-	if (j->frames)
+	j->frames = malloc(p->max_frames * sizeof(*j->frames));
+	if (j->frames) {
 		j->nframes = hp_unwind(u, ps.alloc, ps.stack, ps.stack_len, j->frames,
-				       p->max_frames);
+				       p->max_frames, &trace);
+		if (pr->memo)
+			hp_memo_insert(pr->memo, j->memo_gen, ps.alloc, &trace,
+				       j->frames, j->nframes);
+	}
 	if (j->nframes <= 1)
 		__atomic_add_fetch(&pr->unwind_errors, 1, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&pr->frames, j->nframes, __ATOMIC_RELAXED);
@@ -281,7 +292,13 @@ static void books_rec(struct job *j)
 	struct hp_proc *pr = j->pr;
 	struct hp_parsed ps;
 
-	if (!hp_parse_record(j->rec, j->len, &ps, NULL, 0)) {
+	if (j->memo_hit) {
+		/* The header only: validated when fed; the stack stayed behind. */
+		memset(&ps, 0, sizeof(ps));
+		ps.type = HEAPPROFD_REC_ALLOC;
+		ps.alloc = (const struct heapprofd_rec_alloc *)j->rec;
+	}
+	if (j->memo_hit || !hp_parse_record(j->rec, j->len, &ps, NULL, 0)) {
 		switch (ps.type) {
 		case HEAPPROFD_REC_ALLOC:
 			hp_books_alloc(pr->books, ps.alloc, j->frames, j->nframes);
@@ -298,7 +315,8 @@ static void books_rec(struct job *j)
 		}
 	}
 	hp_uframes_put(j->frames, j->nframes);
-	free(j->frames);
+	if (!j->memo_hit)
+		free(j->frames);
 	publish_stats(pr);
 	__atomic_sub_fetch(&pr->queued_bytes, j->len, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&pr->accounted, 1, __ATOMIC_RELEASE);
@@ -311,12 +329,16 @@ static void books_dump(struct job *j)
 	struct hp_prof *outs[2] = { &w->now, &w->peak };
 	unsigned whiches[2] = { HP_DUMP_NOW, HP_DUMP_PEAK };
 	struct heapprofd_counters t;
+	uint64_t hits = 0, misses = 0;
+	size_t memo_bytes;
 	int have, i;
 
 	pthread_mutex_lock(&pr->lock);
 	t = pr->totals;
 	have = pr->have_totals;
 	pthread_mutex_unlock(&pr->lock);
+	if (pr->memo)
+		hp_memo_stats(pr->memo, &hits, &misses, &memo_bytes);
 	for (i = 0; i < 2; i++) {
 		struct hp_prof *o = outs[i];
 
@@ -340,10 +362,11 @@ static void books_dump(struct job *j)
 					    (unsigned long long)t.bytes_dropped,
 					    (unsigned long long)t.frees_dropped);
 		}
-		hp_prof_add_comment(o, "unwinding: %llu samples, %llu with <= 1 frame, %llu maps rereads",
+		hp_prof_add_comment(o, "unwinding: %llu samples, %llu with <= 1 frame, %llu maps rereads, %llu unwound, %llu from the memo",
 				    (unsigned long long)__atomic_load_n(&pr->accounted, __ATOMIC_RELAXED),
 				    (unsigned long long)__atomic_load_n(&pr->unwind_errors, __ATOMIC_RELAXED),
-				    (unsigned long long)reloads(pr));
+				    (unsigned long long)reloads(pr),
+				    (unsigned long long)misses, (unsigned long long)hits);
 		hp_books_export(pr->books, o, whiches[i], w->symbols);
 	}
 	publish_stats(pr);
@@ -530,6 +553,7 @@ struct hp_proc *hp_proc_new(struct hp_pipeline *p, const struct hp_proc_info *in
 	pr->reloads_w = calloc(n, sizeof(*pr->reloads_w));
 	pr->unw_mem_w = calloc(n, sizeof(*pr->unw_mem_w));
 	pr->books = hp_books_new(!!(info->flags & HP_PROC_DUMP_AT_MAX));
+	pr->memo = hp_memo_new();	/* optional: without it every sample is unwound */
 	/* The first maps snapshot and the ELF files, right now (the process may
 	 * be gone by the time its samples are unwound); copies for the others. */
 	if (pr->unw)
@@ -568,12 +592,46 @@ static uint64_t next_feed(struct hp_proc *pr)
 	return __atomic_fetch_add(&pr->feed_no, 1, __ATOMIC_RELAXED);
 }
 
+/*
+ * An allocation whose unwind the memo already knows: a job with the
+ * record's header and the frames, straight to the books. The stack is
+ * neither copied nor unwound. Returns NULL on a miss.
+ */
+static struct job *memo_job(struct hp_proc *pr, const struct hp_parsed *ps)
+{
+	struct hp_uframe fr[HP_MAX_FRAMES_LIMIT];
+	size_t hdr = (sizeof(*ps->alloc) + 7) & ~(size_t)7;
+	struct job *j;
+	int n;
+
+	n = hp_memo_lookup(pr->memo, pr->memo_gen, ps->alloc, ps->stack, ps->stack_len,
+			   fr, pr->p->max_frames);
+	if (n < 0)
+		return NULL;
+	j = malloc(sizeof(*j) + hdr + n * sizeof(*fr));
+	if (!j) {
+		hp_uframes_put(fr, n);
+		return NULL;
+	}
+	memset(j, 0, sizeof(*j));
+	memcpy(j->rec, ps->alloc, sizeof(*ps->alloc));
+	j->len = hdr;
+	j->memo_hit = 1;
+	j->frames = (struct hp_uframe *)((uint8_t *)j->rec + hdr);
+	memcpy(j->frames, fr, n * sizeof(*fr));
+	j->nframes = n;
+	__atomic_add_fetch(&pr->frames, n, __ATOMIC_RELAXED);
+	if (n <= 1)
+		__atomic_add_fetch(&pr->unwind_errors, 1, __ATOMIC_RELAXED);
+	return j;
+}
+
 int hp_proc_feed(struct hp_proc *pr, const void *rec, size_t len, char *why,
 		 size_t whylen)
 {
 	struct hp_pipeline *p;
 	struct hp_parsed ps;
-	struct job *j;
+	struct job *j = NULL;
 	int r, i;
 
 	if (!pr || pr->ended) {
@@ -585,25 +643,33 @@ int hp_proc_feed(struct hp_proc *pr, const void *rec, size_t len, char *why,
 		snprintf(why, whylen, "record of %zu bytes is too long", len);
 		return -1;
 	}
-	j = malloc(sizeof(*j) + ((len + 7) & ~(size_t)7));
-	if (!j) {
-		snprintf(why, whylen, "out of memory");
-		return -1;
-	}
-	memset(j, 0, sizeof(*j));
-	/* One private, aligned copy; everything below reads the copy only. */
-	memcpy(j->rec, rec, len);
-	j->len = len;
-	r = hp_parse_record(j->rec, len, &ps, why, whylen);
-	if (r) {
-		free(j);
+	/*
+	 * rec is the caller's private copy (never the shared ring), so it is
+	 * validated in place; what goes on is copied from it.
+	 */
+	r = hp_parse_record(rec, len, &ps, why, whylen);
+	if (r)
 		return r < 0 ? -1 : 0;
+	if (ps.type == HEAPPROFD_REC_MAPS && pr->memo)
+		pr->memo_gen = hp_memo_new_gen(pr->memo);
+	if (ps.type == HEAPPROFD_REC_ALLOC && pr->memo)
+		j = memo_job(pr, &ps);
+	if (!j) {
+		j = malloc(sizeof(*j) + ((len + 7) & ~(size_t)7));
+		if (!j) {
+			snprintf(why, whylen, "out of memory");
+			return -1;
+		}
+		memset(j, 0, sizeof(*j));
+		memcpy(j->rec, rec, len);
+		j->len = len;
+		j->memo_gen = pr->memo_gen;
 	}
 	j->kind = J_REC;
 	j->pr = pr;
 	while (__atomic_load_n(&pr->queued_bytes, __ATOMIC_RELAXED) > HP_MAX_QUEUED_BYTES)
 		usleep(200);
-	__atomic_add_fetch(&pr->queued_bytes, len, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&pr->queued_bytes, j->len, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&pr->fed, 1, __ATOMIC_RELAXED);
 	if (ps.type == HEAPPROFD_REC_MAPS) {
 		/* Every worker rereads before it unwinds anything fed later. */
@@ -616,7 +682,7 @@ int hp_proc_feed(struct hp_proc *pr, const void *rec, size_t len, char *why,
 		}
 	}
 	j->feed = next_feed(pr);
-	if (ps.type == HEAPPROFD_REC_ALLOC) {
+	if (ps.type == HEAPPROFD_REC_ALLOC && !j->memo_hit) {
 		j->worker = (int)(__atomic_fetch_add(&pr->rr, 1, __ATOMIC_RELAXED) %
 				  (unsigned)p->nworkers);
 		q_push(&p->workers[j->worker], j);
@@ -768,5 +834,14 @@ void hp_proc_get_stats(struct hp_proc *pr, struct hp_proc_stats *st)
 	st->mem_bytes = __atomic_load_n(&pr->books_mem, __ATOMIC_RELAXED) + sizeof(*pr);
 	for (int i = 0; i < pr->p->nworkers; i++)
 		st->mem_bytes += __atomic_load_n(&pr->unw_mem_w[i], __ATOMIC_RELAXED);
+	if (pr->memo) {
+		uint64_t hits, misses;
+		size_t bytes;
+
+		hp_memo_stats(pr->memo, &hits, &misses, &bytes);
+		st->mem_bytes += bytes;
+		st->memo_hits = hits;
+		st->memo_misses = misses;
+	}
 	st->queued_bytes = __atomic_load_n(&pr->queued_bytes, __ATOMIC_RELAXED);
 }

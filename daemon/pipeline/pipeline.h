@@ -91,6 +91,8 @@ struct hp_proc_stats {
 	uint64_t live_allocs, unmatched_frees;
 	uint64_t mem_bytes;	/* the daemon's memory for this process (books, maps) */
 	uint64_t queued_bytes;	/* records waiting to be unwound */
+	uint64_t memo_hits;	/* samples whose frames came from the unwind memo */
+	uint64_t memo_misses;	/* samples unwound (or not rememberable) */
 };
 void hp_proc_get_stats(struct hp_proc *pr, struct hp_proc_stats *st);
 

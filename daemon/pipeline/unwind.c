@@ -92,7 +92,30 @@ struct uctx {
 	const uint8_t *stack;
 	uint64_t sp, stack_len, stack_top;
 	int reloaded;
+	struct hp_utrace *t;	/* what was read, for the memo; or NULL */
 };
+
+/* An input the trace cannot vouch for: this unwind is not remembered. */
+static void untraceable(struct uctx *c)
+{
+	if (c->t)
+		c->t->ok = 0;
+}
+
+static void trace_stack(struct uctx *c, uint64_t off, const void *src, size_t n)
+{
+	struct hp_utrace *t = c->t;
+
+	if (!t || !t->ok)
+		return;
+	if (n != sizeof(uint64_t) || t->nreads >= HP_TRACE_MAX) {
+		t->ok = 0;
+		return;
+	}
+	t->off[t->nreads] = (uint32_t)off;
+	memcpy(&t->val[t->nreads], src, sizeof(uint64_t));
+	t->nreads++;
+}
 
 static int reload_maps(struct hp_unwinder *u)
 {
@@ -116,6 +139,7 @@ static int read_mem(struct uctx *c, uint64_t addr, void *dst, size_t n)
 	if (addr >= c->sp && addr - c->sp <= c->stack_len &&
 	    n <= c->stack_len - (addr - c->sp)) {
 		memcpy(dst, c->stack + (addr - c->sp), n);
+		trace_stack(c, addr - c->sp, dst, n);
 		return 0;
 	}
 	/*
@@ -123,12 +147,18 @@ static int read_mem(struct uctx *c, uint64_t addr, void *dst, size_t n)
 	 * the live stack has moved on since, so reading it would give garbage
 	 * frames. Stop there instead.
 	 */
-	if (c->stack_top && addr + n > c->sp && addr < c->stack_top)
+	if (c->stack_top && addr + n > c->sp && addr < c->stack_top) {
+		untraceable(c);
 		return -1;
+	}
 	m = hp_maps_find(&u->maps, addr);
+	/* Read-only file contents: constant for this maps snapshot, so a
+	 * trace need not list them. */
 	if (m && m->elf && m->bias_ok && !(m->prot & 2) && addr + n <= m->end &&
 	    !hp_elf_read_vaddr(m->elf, addr - m->bias, dst, n))
 		return 0;
+	/* Anything else may change behind the trace's back. */
+	untraceable(c);
 	if (u->mem_fd >= 0 && !u->mem_dead) {
 		ssize_t r = pread(u->mem_fd, dst, n, (off_t)addr);
 
@@ -155,21 +185,22 @@ static int acc_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val,
 static int acc_reg(unw_addr_space_t as, unw_regnum_t reg, unw_word_t *val,
 		   int write, void *arg)
 {
-	const struct uctx *c = arg;
+	struct uctx *c = arg;
 	const __u64 *r = c->a->regs;
+	int i;
 
 	(void)as;
 	if (write)
 		return -UNW_EREADONLYREG;
 	switch (reg) {
-	case UNW_X86_64_RIP: *val = r[HEAPPROFD_X86_64_IP]; return 0;
-	case UNW_X86_64_RSP: *val = r[HEAPPROFD_X86_64_SP]; return 0;
-	case UNW_X86_64_RBP: *val = r[HEAPPROFD_X86_64_BP]; return 0;
-	case UNW_X86_64_RBX: *val = r[HEAPPROFD_X86_64_BX]; return 0;
-	case UNW_X86_64_R12: *val = r[HEAPPROFD_X86_64_R12]; return 0;
-	case UNW_X86_64_R13: *val = r[HEAPPROFD_X86_64_R13]; return 0;
-	case UNW_X86_64_R14: *val = r[HEAPPROFD_X86_64_R14]; return 0;
-	case UNW_X86_64_R15: *val = r[HEAPPROFD_X86_64_R15]; return 0;
+	case UNW_X86_64_RIP: i = HEAPPROFD_X86_64_IP; break;
+	case UNW_X86_64_RSP: i = HEAPPROFD_X86_64_SP; break;
+	case UNW_X86_64_RBP: i = HEAPPROFD_X86_64_BP; break;
+	case UNW_X86_64_RBX: i = HEAPPROFD_X86_64_BX; break;
+	case UNW_X86_64_R12: i = HEAPPROFD_X86_64_R12; break;
+	case UNW_X86_64_R13: i = HEAPPROFD_X86_64_R13; break;
+	case UNW_X86_64_R14: i = HEAPPROFD_X86_64_R14; break;
+	case UNW_X86_64_R15: i = HEAPPROFD_X86_64_R15; break;
 	default:
 		/* Caller-saved registers: not copied, never needed for CFA rules. */
 		if (reg >= 0 && reg <= UNW_X86_64_RIP) {
@@ -178,6 +209,10 @@ static int acc_reg(unw_addr_space_t as, unw_regnum_t reg, unw_word_t *val,
 		}
 		return -UNW_EBADREG;
 	}
+	*val = r[i];
+	if (c->t)
+		c->t->regmask |= 1U << i;
+	return 0;
 }
 
 static int acc_fpreg(unw_addr_space_t as, unw_regnum_t reg, unw_fpreg_t *val,
@@ -209,6 +244,7 @@ static const struct hp_mapping *lookup_map(struct uctx *c, uint64_t addr)
 	    mono_ns() - c->u->last_miss_reload_ns >= HP_MISS_RELOAD_NS) {
 		/* Outside every known mapping: maybe a dlopen we missed. */
 		c->reloaded = 1;
+		untraceable(c);
 		c->u->last_miss_reload_ns = mono_ns();
 		if (!reload_maps(c->u))
 			m = hp_maps_find(&c->u->maps, addr);
@@ -346,25 +382,37 @@ static void add_frame(struct uctx *c, struct hp_uframe *f, const struct hp_ufram
 
 int hp_unwind(struct hp_unwinder *u, const struct heapprofd_rec_alloc *a,
 	      const uint8_t *stack, uint32_t stack_len, struct hp_uframe *out,
-	      int max)
+	      int max, struct hp_utrace *t)
 {
 	struct uctx c = {
 		.u = u, .a = a, .stack = stack, .stack_len = stack_len,
 		.sp = a->regs[HEAPPROFD_X86_64_SP], .stack_top = a->stack_top,
+		.t = t,
 	};
 	unw_cursor_t cur;
 	int n = 0;
 
+	if (t) {
+		t->ok = 1;
+		t->nreads = 0;
+		/* ip and sp are the memo's key: always part of the inputs */
+		t->regmask = 1U << HEAPPROFD_X86_64_IP | 1U << HEAPPROFD_X86_64_SP;
+	}
 	if (max <= 0)
 		return 0;
 	if (a->regs[HEAPPROFD_X86_64_IP])
 		add_frame(&c, &out[n++], NULL, a->regs[HEAPPROFD_X86_64_IP]);
-	if (!n || unw_init_remote(&cur, u->as, &c) < 0)
+	if (!n || unw_init_remote(&cur, u->as, &c) < 0) {
+		untraceable(&c);
 		return n;
+	}
 	while (n < max) {
 		unw_word_t ip;
+		int r = unw_step(&cur);
 
-		if (unw_step(&cur) <= 0)
+		if (r < 0)
+			untraceable(&c);	/* an error, not the outermost frame */
+		if (r <= 0)
 			break;
 		if (unw_get_reg(&cur, UNW_REG_IP, &ip) < 0 || !ip)
 			break;

@@ -287,6 +287,54 @@ static const struct hp_prof_loc *find_loc(const struct hp_prof *p, const char *f
 	return NULL;
 }
 
+/*
+ * The unwind memo: the same sample again is served from it; a sample whose
+ * stack differs in a word the unwinder read is unwound on its own.
+ */
+static void test_memo(struct hp_proc *pr, const uint8_t *rec, uint32_t len,
+		      const char *prefix, const char *what)
+{
+	struct heapprofd_rec_alloc *t = malloc(len);
+	struct hp_proc_stats a, b, c;
+	char mprefix[320], mpath[400], why[200], *fb, *line, *save = NULL;
+	int fed = 1, i, own = 0;
+
+	hp_proc_sync(pr);	/* the first unwind is remembered by now */
+	hp_proc_get_stats(pr, &a);
+	for (i = 0; i < 5; i++) {
+		memcpy(t, rec, len);
+		t->addr += 64 * (i + 1);
+		t->seq += 10 * (i + 1);
+		fed &= !hp_proc_feed(pr, t, len, why, sizeof(why));
+	}
+	hp_proc_sync(pr);
+	hp_proc_get_stats(pr, &b);
+	ok(fed && b.memo_hits - a.memo_hits == 5 && b.memo_misses == a.memo_misses,
+	   "%s: the same sample again comes from the unwind memo (%llu hits, %llu misses)", what,
+	   (unsigned long long)(b.memo_hits - a.memo_hits),
+	   (unsigned long long)(b.memo_misses - a.memo_misses));
+	/* Same registers, the stack wiped past its first 160 bytes. */
+	memcpy(t, rec, len);
+	memset((uint8_t *)(t + 1) + 160, 0, t->stack_len - 160);
+	t->addr += 4096;
+	t->seq += 1000;
+	fed = !hp_proc_feed(pr, t, len, why, sizeof(why));
+	hp_proc_sync(pr);
+	hp_proc_get_stats(pr, &c);
+	snprintf(mprefix, sizeof(mprefix), "%s-memo", prefix);
+	fed &= !hp_proc_dump(pr, mprefix, HP_OUT_FOLDED, HP_DUMP_NOW);
+	snprintf(mpath, sizeof(mpath), "%s.folded", mprefix);
+	fb = slurp(mpath);
+	for (line = fb ? strtok_r(fb, "\n", &save) : NULL; line; line = strtok_r(NULL, "\n", &save))
+		if (strstr(line, "hp_test_capture") && !strstr(line, "main") &&
+		    !strstr(line, "[stack truncated]"))
+			own = 1;
+	ok(fed && c.memo_misses == b.memo_misses + 1 && c.memo_hits == b.memo_hits && own,
+	   "%s: a sample whose stack differs is unwound, not taken from the memo", what);
+	free(fb);
+	free(t);
+}
+
 static void test_unwind(enum chain c, int exit_first, const char *what)
 {
 	static const char *const o0[] = { "main", "o0_level1", "o0_level2", "o0_level3",
@@ -335,6 +383,7 @@ static void test_unwind(enum chain c, int exit_first, const char *what)
 		   "%s: a truncated stack is marked and never read from the live stack", what);
 		free(fb);
 		free(t);
+		test_memo(pr, rec, len, prefix, what);
 	}
 	child_finish(&ch);
 	if (c == CH_DLOPEN) {

@@ -1,0 +1,252 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The unwind memo: most samples of a process come from a few call paths,
+ * and a loop that allocates calls malloc from the same stack depth every
+ * time, so the same registers and the same return addresses come back again
+ * and again. Unwinding them each time is the daemon's largest cost.
+ *
+ * The unwinder is a deterministic function of what it reads: the record's
+ * registers, words of the copied stack, and the process's read-only file
+ * mappings (code and unwind tables; constant while the maps snapshot is).
+ * hp_unwind() can write down the first two as a trace: every register it
+ * read and every stack word it read, by offset from sp. If a later sample
+ * has the same ip and sp, the same values in those registers and the same
+ * words at those offsets, the unwinder would read exactly what it read
+ * before and so return exactly the frames it returned before. Checking that
+ * costs a few dozen compares instead of an unwind (and no stack copy: the
+ * caller checks the record where it lies).
+ *
+ * An unwind is not remembered if it read anything else (the process's
+ * writable memory through /proc/<pid>/mem, a read that failed, a maps
+ * reread), since such inputs could change without the trace showing it.
+ * The memo belongs to a maps generation: a maps record starts a new one,
+ * and an entry made from an older snapshot is never used.
+ *
+ * The table: sets of HP_MEMO_WAYS entries chosen by a hash of (ip, sp),
+ * most recently used first. Several call paths can share ip and sp (sibling
+ * functions with equal frame sizes), hence the ways. One mutex guards it:
+ * the thread that feeds records looks up, unwinder workers insert after a
+ * miss; both are short.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define HP_MEMO_SETS	1024U		/* power of two */
+#define HP_MEMO_WAYS	8
+
+struct memo_ent {
+	uint64_t ip, sp;
+	uint32_t gen;
+	uint32_t regmask;		/* bit i: regs[i] was read */
+	uint32_t nreads;
+	int nframes;
+	uint64_t regval[HEAPPROFD_MAX_REGS];
+	uint32_t *off;			/* [nreads], then val */
+	uint64_t *val;
+	struct hp_uframe *frames;	/* [nframes], references held */
+};
+
+struct hp_memo {
+	pthread_mutex_t lock;
+	uint32_t gen;
+	uint64_t hits, misses, inserts;
+	size_t bytes;
+	struct memo_ent *set[HP_MEMO_SETS][HP_MEMO_WAYS];
+};
+
+struct hp_memo *hp_memo_new(void)
+{
+	struct hp_memo *m = calloc(1, sizeof(*m));
+
+	if (m)
+		pthread_mutex_init(&m->lock, NULL);
+	return m;
+}
+
+static size_t ent_bytes(const struct memo_ent *e)
+{
+	return sizeof(*e) + e->nreads * (sizeof(uint32_t) + sizeof(uint64_t)) +
+	       e->nframes * sizeof(struct hp_uframe);
+}
+
+static void ent_free(struct hp_memo *m, struct memo_ent *e)
+{
+	if (!e)
+		return;
+	m->bytes -= ent_bytes(e);
+	hp_uframes_put(e->frames, e->nframes);
+	free(e);
+}
+
+static void clear(struct hp_memo *m)
+{
+	for (unsigned s = 0; s < HP_MEMO_SETS; s++)
+		for (int w = 0; w < HP_MEMO_WAYS; w++) {
+			ent_free(m, m->set[s][w]);
+			m->set[s][w] = NULL;
+		}
+}
+
+void hp_memo_free(struct hp_memo *m)
+{
+	if (!m)
+		return;
+	clear(m);
+	pthread_mutex_destroy(&m->lock);
+	free(m);
+}
+
+uint32_t hp_memo_new_gen(struct hp_memo *m)
+{
+	uint32_t g;
+
+	pthread_mutex_lock(&m->lock);
+	g = ++m->gen;
+	clear(m);	/* nothing from the old snapshot is usable again */
+	pthread_mutex_unlock(&m->lock);
+	return g;
+}
+
+static unsigned set_of(uint64_t ip, uint64_t sp)
+{
+	uint64_t h = (ip ^ (sp * 0x9e3779b97f4a7c15ULL)) * 0xff51afd7ed558ccdULL;
+
+	return (unsigned)(h >> 54) & (HP_MEMO_SETS - 1);
+}
+
+/* Does the sample read exactly what e's unwind read? */
+static int matches(const struct memo_ent *e, const struct heapprofd_rec_alloc *a,
+		   const uint8_t *stack, uint32_t stack_len)
+{
+	uint32_t mask = e->regmask;
+
+	while (mask) {
+		int i = __builtin_ctz(mask);
+
+		if (i >= (int)a->nregs || a->regs[i] != e->regval[i])
+			return 0;
+		mask &= mask - 1;
+	}
+	for (uint32_t i = 0; i < e->nreads; i++) {
+		uint64_t v;
+
+		if (e->off[i] > stack_len || stack_len - e->off[i] < sizeof(v))
+			return 0;
+		memcpy(&v, stack + e->off[i], sizeof(v));
+		if (v != e->val[i])
+			return 0;
+	}
+	return 1;
+}
+
+static int same(const struct memo_ent *x, const struct memo_ent *y)
+{
+	return x->ip == y->ip && x->sp == y->sp && x->regmask == y->regmask &&
+	       x->nreads == y->nreads && x->nframes == y->nframes &&
+	       !memcmp(x->regval, y->regval, sizeof(x->regval)) &&
+	       !memcmp(x->off, y->off, x->nreads * sizeof(*x->off)) &&
+	       !memcmp(x->val, y->val, x->nreads * sizeof(*x->val));
+}
+
+int hp_memo_lookup(struct hp_memo *m, uint32_t gen, const struct heapprofd_rec_alloc *a,
+		   const uint8_t *stack, uint32_t stack_len, struct hp_uframe *out, int max)
+{
+	uint64_t ip = a->regs[HEAPPROFD_X86_64_IP], sp = a->regs[HEAPPROFD_X86_64_SP];
+	struct memo_ent **set = m->set[set_of(ip, sp)];
+	int n = -1;
+
+	pthread_mutex_lock(&m->lock);
+	if (gen != m->gen)
+		goto out;
+	for (int w = 0; w < HP_MEMO_WAYS && set[w]; w++) {
+		struct memo_ent *e = set[w];
+
+		if (e->ip != ip || e->sp != sp || e->nframes > max ||
+		    !matches(e, a, stack, stack_len))
+			continue;
+		/* Most recently used first: the next lookup finds it at once. */
+		memmove(&set[1], &set[0], w * sizeof(set[0]));
+		set[0] = e;
+		n = e->nframes;
+		for (int i = 0; i < n; i++) {
+			out[i] = e->frames[i];
+			if (out[i].elf && (i == 0 || out[i].elf != out[i - 1].elf))
+				hp_elf_ref(out[i].elf);
+		}
+		break;
+	}
+out:
+	if (n < 0)
+		m->misses++;
+	else
+		m->hits++;
+	pthread_mutex_unlock(&m->lock);
+	return n;
+}
+
+void hp_memo_insert(struct hp_memo *m, uint32_t gen, const struct heapprofd_rec_alloc *a,
+		    const struct hp_utrace *t, const struct hp_uframe *f, int n)
+{
+	struct memo_ent *e, **set;
+	size_t sz;
+
+	if (!t->ok || n <= 0)
+		return;
+	sz = sizeof(*e) + t->nreads * (sizeof(uint32_t) + sizeof(uint64_t)) +
+	     n * sizeof(struct hp_uframe);
+	e = malloc(sz);
+	if (!e)
+		return;
+	memset(e, 0, sizeof(*e));
+	e->ip = a->regs[HEAPPROFD_X86_64_IP];
+	e->sp = a->regs[HEAPPROFD_X86_64_SP];
+	e->gen = gen;
+	e->regmask = t->regmask;
+	for (int i = 0; i < HEAPPROFD_MAX_REGS; i++)
+		if (t->regmask & (1U << i))
+			e->regval[i] = a->regs[i];
+	e->nreads = t->nreads;
+	e->nframes = n;
+	/* frames first: they need 8-byte alignment, the offsets do not */
+	e->frames = (struct hp_uframe *)(e + 1);
+	e->val = (uint64_t *)(e->frames + n);
+	e->off = (uint32_t *)(e->val + t->nreads);
+	memcpy(e->off, t->off, t->nreads * sizeof(*e->off));
+	memcpy(e->val, t->val, t->nreads * sizeof(*e->val));
+	for (int i = 0; i < n; i++) {
+		e->frames[i] = f[i];
+		if (f[i].elf && (i == 0 || f[i].elf != f[i - 1].elf))
+			hp_elf_ref(f[i].elf);
+	}
+	set = m->set[set_of(e->ip, e->sp)];
+	pthread_mutex_lock(&m->lock);
+	/* Made from an old snapshot, or another worker got there first (two
+	 * misses of one path were in flight): drop it. */
+	for (int w = 0; gen == m->gen && w < HP_MEMO_WAYS && set[w]; w++)
+		if (same(set[w], e))
+			gen = m->gen + 1;
+	if (gen != m->gen) {
+		pthread_mutex_unlock(&m->lock);
+		hp_uframes_put(e->frames, e->nframes);
+		free(e);
+		return;
+	}
+	/* The least recently used way goes; the new entry comes first. */
+	ent_free(m, set[HP_MEMO_WAYS - 1]);
+	memmove(&set[1], &set[0], (HP_MEMO_WAYS - 1) * sizeof(set[0]));
+	set[0] = e;
+	m->bytes += sz;
+	m->inserts++;
+	pthread_mutex_unlock(&m->lock);
+}
+
+void hp_memo_stats(struct hp_memo *m, uint64_t *hits, uint64_t *misses, size_t *bytes)
+{
+	pthread_mutex_lock(&m->lock);
+	*hits = m->hits;
+	*misses = m->misses;
+	*bytes = sizeof(*m) + m->bytes;
+	pthread_mutex_unlock(&m->lock);
+}
