@@ -510,6 +510,7 @@ struct rec_opts {
 	unsigned stack_cap;
 	int top;
 	int block;
+	const char *heaps;
 };
 
 static void mkdirs_for(const char *prefix)
@@ -683,6 +684,8 @@ static int do_record(struct rec_opts *o, char **cmd)
 	hpc_putu(req, sizeof(req), "interval", o->interval);
 	hpc_putu(req, sizeof(req), "stack_cap", o->stack_cap);
 	hpc_putu(req, sizeof(req), "cfg_flags", o->block ? HEAPPROFD_CFG_BLOCK : 0);
+	if (o->heaps)
+		hpc_put(req, sizeof(req), "heaps", o->heaps);
 	hpc_putu(req, sizeof(req), "dump_at_max", o->dump_at_max);
 	hpc_putu(req, sizeof(req), "continuous", o->continuous);
 	hpc_put(req, sizeof(req), "prefix", prefix);
@@ -987,7 +990,8 @@ static void usage(FILE *f)
 	fprintf(f,
 "usage: heapprofctl COMMAND [options]\n"
 "  record [-i BYTES] [-o PREFIX] [--dump-at-max] [--continuous-dump MS]\n"
-"         [--follow-forks] [--block] [--name NAME | --all] [-d SECS]\n"
+"         [--follow-forks] [--block] [--heaps NAME,...] [--name NAME | --all]\n"
+"         [-d SECS]\n"
 "         [-- COMMAND ARGS...]\n"
 "                        run COMMAND under the profiler; write PREFIX.pb.gz,\n"
 "                        .svg, .folded, .txt when it exits (default out/NAME)\n"
@@ -1019,6 +1023,7 @@ int main(int argc, char **argv)
 		{ "stack-cap", required_argument, NULL, 'S' },
 		{ "top", required_argument, NULL, 't' },
 		{ "block", no_argument, NULL, 'B' },
+		{ "heaps", required_argument, NULL, 'H' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
@@ -1060,6 +1065,7 @@ int main(int argc, char **argv)
 		case 'S': o.stack_cap = (unsigned)strtoul(optarg, NULL, 0); break;
 		case 't': o.top = atoi(optarg); break;
 		case 'B': o.block = 1; break;
+		case 'H': o.heaps = optarg; break;
 		case 'v': verbose++; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;

@@ -90,6 +90,7 @@ static struct hpd_rule *rule_from(const char *m, struct ctlconn *c)
 	r->interval = hpc_getu(m, "interval", 0);
 	r->stack_cap = (uint32_t)hpc_getu(m, "stack_cap", 0);
 	r->cfg_flags = (uint32_t)hpc_getu(m, "cfg_flags", 0) & HEAPPROFD_CFG_ALL;
+	hpc_get(m, "heaps", r->heaps, sizeof(r->heaps));
 	if (r->follow_forks)
 		r->cfg_flags |= HEAPPROFD_CFG_FOLLOW_FORKS;
 	r->formats = (unsigned)hpc_getu(m, "formats", 0);

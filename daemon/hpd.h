@@ -43,6 +43,7 @@ struct hpd_rule {
 	uint64_t interval;
 	uint32_t stack_cap;
 	uint32_t cfg_flags;		/* HEAPPROFD_CFG_* */
+	char heaps[256];		/* heap names to sample, comma-separated; "": all */
 	unsigned formats;		/* HP_OUT_* */
 	int dump_at_max;
 	unsigned continuous_ms;
@@ -57,6 +58,8 @@ struct hpd_rule *hpd_rule_match(pid_t pid, const char *comm, int dormant);
 void hpd_rule_add(struct hpd_rule *r);
 void hpd_rule_del(struct hpd_rule *r);
 int hpd_pid_descends_from(pid_t pid, pid_t ancestor);
+/* Does the rule sample the heap of this name? (Its --heaps list, or all.) */
+int hpd_rule_wants_heap(const struct hpd_rule *r, const char *name);
 struct hpd_rule *hpd_rule_owned_by(struct hpd_ctlconn *o);
 
 /* ---- session.c ---- */
@@ -95,6 +98,7 @@ struct hpd_session {
 	uint64_t next_dump_ms;
 	unsigned dumps;
 	uint64_t records, bytes;
+	uint64_t heaps_off[4];		/* heaps the rule leaves out (config) */
 	char end_reason[160];
 	void *tpriv;			/* transport's state, freed at reap */
 };

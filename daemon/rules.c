@@ -59,6 +59,21 @@ int hpd_pid_descends_from(pid_t pid, pid_t ancestor)
 	return 0;
 }
 
+int hpd_rule_wants_heap(const struct hpd_rule *r, const char *name)
+{
+	size_t n = strlen(name);
+	const char *p;
+
+	if (!r || !r->heaps[0])
+		return 1;
+	for (p = r->heaps; *p; p += strcspn(p, ",")) {
+		p += *p == ',';
+		if (!strncmp(p, name, n) && (p[n] == ',' || !p[n]))
+			return 1;
+	}
+	return 0;
+}
+
 /*
  * The newest matching rule. Dormant sessions match only rules that profile
  * by name or everything (record --name/--all), or an explicit attach.

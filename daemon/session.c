@@ -160,6 +160,7 @@ static void write_config(struct hpd_session *s, const struct hpd_rule *r, int en
 		 * sanitized daemon) before a record is dropped and counted.
 		 */
 		cfg->block_timeout_us = cfg->interval == 1 ? 2000000 : 100000;
+		memcpy(cfg->heaps_off, s->heaps_off, sizeof(cfg->heaps_off));
 	}
 	cfg->enabled = enabled;
 	__atomic_fetch_add(&cfg->generation, 1, __ATOMIC_RELEASE);
@@ -279,6 +280,11 @@ int hpd_session_enable(struct hpd_session *s, struct hpd_rule *r)
 	} else {
 		hpd_default_prefix(s, s->prefix, sizeof(s->prefix));
 	}
+	memset(s->heaps_off, 0, sizeof(s->heaps_off));
+	if (!hpd_rule_wants_heap(r, "libc.malloc"))
+		s->heaps_off[0] |= 1ULL << HEAPPROFD_HEAP_MALLOC;
+	if (!hpd_rule_wants_heap(r, "dmabuf"))
+		s->heaps_off[0] |= 1ULL << HEAPPROFD_HEAP_DMABUF;
 	s->continuous_ms = r ? r->continuous_ms : 0;
 	if (s->continuous_ms)
 		s->next_dump_ms = hpd_now_ms() + s->continuous_ms;
@@ -316,6 +322,26 @@ int hpd_session_enable(struct hpd_session *s, struct hpd_rule *r)
 		hpd_event(r, ev);
 	}
 	return 0;
+}
+
+/*
+ * A custom heap was announced (s->buf holds the record, validated by the
+ * pipeline): if the user's --heaps list leaves it out, tell the client not
+ * to sample it.
+ */
+static void heap_announced(struct hpd_session *s)
+{
+	const struct heapprofd_rec_heap *h = (const void *)s->buf;
+	struct heapprofd_config *cfg = s->ring.cfg;
+
+	if (h->hdr.type != HEAPPROFD_REC_HEAP || h->heap_id > HEAPPROFD_HEAP_MAX ||
+	    hpd_rule_wants_heap(s->rule, h->name))
+		return;
+	s->heaps_off[h->heap_id / 64] |= 1ULL << (h->heap_id % 64);
+	cfg->heaps_off[h->heap_id / 64] = s->heaps_off[h->heap_id / 64];
+	__atomic_fetch_add(&cfg->generation, 1, __ATOMIC_RELEASE);
+	hpd_log(HPD_INFO, "pid %d: heap %u \"%s\" is not in --heaps: not sampled",
+		(int)s->pid, h->heap_id, h->name);
 }
 
 /*
@@ -367,6 +393,7 @@ void hpd_session_drain(struct hpd_session *s, int producer_gone)
 				return;
 			}
 			guard_on = 1;	/* the sigsetjmp above still holds */
+			heap_announced(s);
 			if (++n >= DRAIN_BATCH && !producer_gone) {
 				/* Be fair to the others; the loop comes back at once. */
 				hpd_backlog = 1;

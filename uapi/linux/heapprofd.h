@@ -177,7 +177,12 @@ struct heapprofd_config {
 	__u32 flags;		/* HEAPPROFD_CFG_* */
 	__u32 block_timeout_us;	/* HEAPPROFD_CFG_BLOCK: longest wait */
 	__u32 resv0;
-	__u64 resv[4];
+	/*
+	 * Heaps not to sample: bit (n % 64) of heaps_off[n / 64] for heap id
+	 * n (HEAPPROFD_HEAP_*, or an id a HEAPPROFD_REC_HEAP record
+	 * announced). All zero: every heap is sampled.
+	 */
+	__u64 heaps_off[4];
 };
 
 #define HEAPPROFD_CFG_BLOCK		_BITUL(0) /* wait for room, bounded */
