@@ -350,7 +350,17 @@ static void heap_announced(struct hpd_session *s)
  * Returns with the ring empty and the consumer marked sleeping, or with a
  * stalled record noted for the tick, or with the session ended.
  */
+static void drain_ring(struct hpd_session *s, int producer_gone);
+
 void hpd_session_drain(struct hpd_session *s, int producer_gone)
+{
+	drain_ring(s, producer_gone);
+	/* What the pipeline batched goes to its books now (s->proc is NULL
+	 * if the session ended). */
+	hp_proc_flush(s->proc);
+}
+
+static void drain_ring(struct hpd_session *s, int producer_gone)
 {
 	const struct heapprofd_rec_hdr *rec;
 	char why[160];

@@ -44,6 +44,9 @@ enum job_kind {
  */
 #define HP_MAX_QUEUED_BYTES	(8ULL << 20)
 
+/* Jobs handed to the books thread at once (hp_proc_flush). */
+#define HP_BOOKS_BATCH		64
+
 struct waiter {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -94,6 +97,9 @@ struct hp_proc {
 	struct hp_unwinder **unw;	/* [nworkers]; unw[i] touched by worker i only */
 	struct hp_memo *memo;		/* unwinds remembered (memo.c) */
 	uint32_t memo_gen;		/* feeding thread: current maps generation */
+	pthread_mutex_t pend_lock;	/* jobs for the books, not handed over yet */
+	struct job *pend_head, *pend_tail;
+	unsigned npend;
 	uint64_t *reloads_w, *unw_mem_w;	/* [nworkers], written by worker i */
 	struct hp_books *books;		/* books thread only */
 	struct hp_hmap reorder;		/* books thread only: feed -> job */
@@ -115,17 +121,23 @@ struct hp_proc {
 	struct timespec start;
 };
 
-static void q_push(struct queue *q, struct job *j)
+/* Append the chain head..tail (linked by next) with one lock and one wake-up. */
+static void q_push_chain(struct queue *q, struct job *head, struct job *tail)
 {
-	j->next = NULL;
+	tail->next = NULL;
 	pthread_mutex_lock(&q->lock);
 	if (q->tail)
-		q->tail->next = j;
+		q->tail->next = head;
 	else
-		q->head = j;
-	q->tail = j;
+		q->head = head;
+	q->tail = tail;
 	pthread_cond_signal(&q->cond);
 	pthread_mutex_unlock(&q->lock);
+}
+
+static void q_push(struct queue *q, struct job *j)
+{
+	q_push_chain(q, j, j);
 }
 
 /*
@@ -183,6 +195,7 @@ static void proc_put(struct hp_proc *pr)
 	if (__atomic_sub_fetch(&pr->refs, 1, __ATOMIC_ACQ_REL))
 		return;
 	pthread_mutex_destroy(&pr->lock);
+	pthread_mutex_destroy(&pr->pend_lock);
 	hp_memo_free(pr->memo);
 	free(pr->unw);
 	free(pr->reloads_w);
@@ -548,6 +561,7 @@ struct hp_proc *hp_proc_new(struct hp_pipeline *p, const struct hp_proc_info *in
 			*c = '?';
 	clock_gettime(CLOCK_REALTIME, &pr->start);
 	pthread_mutex_init(&pr->lock, NULL);
+	pthread_mutex_init(&pr->pend_lock, NULL);
 	pr->refs = 1 + n;
 	pr->unw = calloc(n, sizeof(*pr->unw));
 	pr->reloads_w = calloc(n, sizeof(*pr->reloads_w));
@@ -572,6 +586,7 @@ struct hp_proc *hp_proc_new(struct hp_pipeline *p, const struct hp_proc_info *in
 			hp_unwinder_free(pr->unw[i]);
 		hp_books_free(pr->books);
 		pthread_mutex_destroy(&pr->lock);
+		pthread_mutex_destroy(&pr->pend_lock);
 		free(pr->unw);
 		free(pr->reloads_w);
 		free(pr->unw_mem_w);
@@ -590,6 +605,38 @@ struct hp_proc *hp_proc_new(struct hp_pipeline *p, const struct hp_proc_info *in
 static uint64_t next_feed(struct hp_proc *pr)
 {
 	return __atomic_fetch_add(&pr->feed_no, 1, __ATOMIC_RELAXED);
+}
+
+/* A job for the books, batched (j NULL: just flush). */
+static void books_push(struct hp_proc *pr, struct job *j, int flush)
+{
+	struct job *head = NULL, *tail = NULL;
+
+	pthread_mutex_lock(&pr->pend_lock);
+	if (j) {
+		j->next = NULL;
+		if (pr->pend_tail)
+			pr->pend_tail->next = j;
+		else
+			pr->pend_head = j;
+		pr->pend_tail = j;
+		pr->npend++;
+	}
+	if ((flush || pr->npend >= HP_BOOKS_BATCH) && pr->pend_head) {
+		head = pr->pend_head;
+		tail = pr->pend_tail;
+		pr->pend_head = pr->pend_tail = NULL;
+		pr->npend = 0;
+	}
+	pthread_mutex_unlock(&pr->pend_lock);
+	if (head)
+		q_push_chain(&pr->p->books, head, tail);
+}
+
+void hp_proc_flush(struct hp_proc *pr)
+{
+	if (pr)
+		books_push(pr, NULL, 1);
 }
 
 /*
@@ -667,8 +714,11 @@ int hp_proc_feed(struct hp_proc *pr, const void *rec, size_t len, char *why,
 	}
 	j->kind = J_REC;
 	j->pr = pr;
-	while (__atomic_load_n(&pr->queued_bytes, __ATOMIC_RELAXED) > HP_MAX_QUEUED_BYTES)
+	while (__atomic_load_n(&pr->queued_bytes, __ATOMIC_RELAXED) > HP_MAX_QUEUED_BYTES) {
+		/* The books may be waiting for a record still in our batch. */
+		hp_proc_flush(pr);
 		usleep(200);
+	}
 	__atomic_add_fetch(&pr->queued_bytes, j->len, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&pr->fed, 1, __ATOMIC_RELAXED);
 	if (ps.type == HEAPPROFD_REC_MAPS) {
@@ -687,7 +737,7 @@ int hp_proc_feed(struct hp_proc *pr, const void *rec, size_t len, char *why,
 				  (unsigned)p->nworkers);
 		q_push(&p->workers[j->worker], j);
 	} else {
-		q_push(&p->books, j);
+		books_push(pr, j, 0);
 	}
 	return 0;
 }
@@ -713,7 +763,7 @@ static int round_trip(struct hp_proc *pr, enum job_kind kind, struct waiter *w)
 	j->pr = pr;
 	j->w = w;
 	j->feed = next_feed(pr);
-	q_push(&pr->p->books, j);
+	books_push(pr, j, 1);
 	wait_for(w);
 	pthread_mutex_destroy(&w->lock);
 	pthread_cond_destroy(&w->cond);
@@ -818,7 +868,7 @@ void hp_proc_end(struct hp_proc *pr)
 	/* ...and the books go after every record fed before. */
 	j = job_new(J_END, pr);
 	j->feed = next_feed(pr);
-	q_push(&p->books, j);
+	books_push(pr, j, 1);
 }
 
 void hp_proc_get_stats(struct hp_proc *pr, struct hp_proc_stats *st)

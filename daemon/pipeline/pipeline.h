@@ -58,6 +58,14 @@ struct hp_proc *hp_proc_new(struct hp_pipeline *p, const struct hp_proc_info *in
  */
 int hp_proc_feed(struct hp_proc *pr, const void *rec, size_t len, char *why,
 		 size_t whylen);
+/*
+ * Records bound straight for the books (frees, and allocations whose frames
+ * the unwind memo knew) are handed over in batches, so that the books thread
+ * is woken once per batch rather than once per record. Call this when a run
+ * of feeds ends (the ring is drained for now); dumps, syncs and ends flush
+ * by themselves.
+ */
+void hp_proc_flush(struct hp_proc *pr);
 
 /* Exact totals and drop counts from the control page, shown beside estimates. */
 void hp_proc_set_totals(struct hp_proc *pr, const struct heapprofd_counters *copy);
