@@ -11,6 +11,8 @@
  * to shared memory. Any of these ends that one session with a logged reason.
  */
 #include <errno.h>
+#include <glob.h>
+#include <limits.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -178,6 +180,44 @@ static void moved_event(struct hpd_rule *r, uint64_t sid, pid_t pid, const char 
 	hpd_event(r, ev);
 }
 
+static const char *const profile_ext[] = {
+	".pb.gz", ".svg", ".folded", ".txt",
+	".peak.pb.gz", ".peak.svg", ".peak.folded", ".peak.txt",
+};
+
+/* Is name ".NNNN<ext>" (a continuous dump's suffix, N >= 4 digits)? */
+static int numbered_suffix(const char *name)
+{
+	size_t d = name[0] == '.' ? strspn(name + 1, "0123456789") : 0;
+
+	if (d < 4)
+		return 0;
+	for (size_t k = 0; k < sizeof(profile_ext) / sizeof(profile_ext[0]); k++)
+		if (!strcmp(name + 1 + d, profile_ext[k]))
+			return 1;
+	return 0;
+}
+
+/* Continuous dumps PREFIX.NNNN.* -> TO.NNNN.* */
+static void move_numbered(const char *prefix, const char *to)
+{
+	char pat[PATH_MAX + 32], dst[PATH_MAX + 64];
+	size_t plen = strlen(prefix);
+	glob_t g;
+
+	snprintf(pat, sizeof(pat), "%s.[0-9][0-9][0-9][0-9]*", prefix);
+	if (glob(pat, GLOB_NOSORT, NULL, &g))
+		return;
+	for (size_t i = 0; i < g.gl_pathc; i++) {
+		if (!numbered_suffix(g.gl_pathv[i] + plen))
+			continue;	/* PREFIX.PID.N.*: an image moved before */
+		snprintf(dst, sizeof(dst), "%s%s", to, g.gl_pathv[i] + plen);
+		if (rename(g.gl_pathv[i], dst) < 0 && errno != ENOENT)
+			hpd_log(HPD_WARN, "rename %s: %s", g.gl_pathv[i], strerror(errno));
+	}
+	globfree(&g);
+}
+
 /*
  * The recorded pid registered a session again: it exec'd (a shell script, a
  * shim that execs the real program). The newest image is what the user
@@ -187,10 +227,6 @@ static void moved_event(struct hpd_rule *r, uint64_t sid, pid_t pid, const char 
  */
 static void take_main_prefix(struct hpd_session *s, struct hpd_rule *r)
 {
-	static const char *const ext[] = {
-		".pb.gz", ".svg", ".folded", ".txt",
-		".peak.pb.gz", ".peak.svg", ".peak.folded", ".peak.txt",
-	};
 	char moved[sizeof(s->prefix)];
 	struct hpd_session *p;
 	size_t k;
@@ -204,18 +240,20 @@ static void take_main_prefix(struct hpd_session *s, struct hpd_rule *r)
 	for (p = hpd_sessions; p; p = p->next)
 		if (p != s && p->id == r->main_sid && p->rule == r)
 			break;
-	if (p && !p->ending) {
+	/* Its later dumps go to the new name... */
+	if (p && !p->ending)
 		snprintf(p->prefix, sizeof(p->prefix), "%s", moved);
-	} else {
-		for (k = 0; k < sizeof(ext) / sizeof(ext[0]); k++) {
-			char from[sizeof(s->prefix) + 16], to[sizeof(moved) + 16];
+	/* ...and what it wrote already (at its end, or continuous dumps while
+	 * it ran) moves there, before the new image overwrites it. */
+	for (k = 0; k < sizeof(profile_ext) / sizeof(profile_ext[0]); k++) {
+		char from[sizeof(s->prefix) + 16], to[sizeof(moved) + 16];
 
-			snprintf(from, sizeof(from), "%s%s", r->prefix, ext[k]);
-			snprintf(to, sizeof(to), "%s%s", moved, ext[k]);
-			if (rename(from, to) < 0 && errno != ENOENT)
-				hpd_log(HPD_WARN, "rename %s: %s", from, strerror(errno));
-		}
+		snprintf(from, sizeof(from), "%s%s", r->prefix, profile_ext[k]);
+		snprintf(to, sizeof(to), "%s%s", moved, profile_ext[k]);
+		if (rename(from, to) < 0 && errno != ENOENT)
+			hpd_log(HPD_WARN, "rename %s: %s", from, strerror(errno));
 	}
+	move_numbered(r->prefix, moved);
 	hpd_log(HPD_INFO, "pid %d exec'd: the earlier image's profile is %s.*", (int)s->pid, moved);
 	moved_event(r, r->main_sid, s->pid, moved);
 	r->main_sid = s->id;
