@@ -68,6 +68,22 @@ struct pending {
 	uint64_t born;
 };
 
+/*
+ * Stacks seen lately and the node they end in: a repeated stack costs one
+ * hash over its frames and one compare instead of two lookups per frame.
+ * Direct-mapped. Frames are compared by pc and ELF pointer; those ELFs
+ * stay alive while the books do (the interned frames hold them).
+ */
+#define HP_STACK_CACHE		1024U	/* power of two */
+
+struct stack_ent {
+	uint64_t hash;
+	struct node *leaf;
+	uint32_t heap_id, key_flags;
+	int n;
+	struct stack_frame { uint64_t pc; const struct hp_elf *elf; } *fr;
+};
+
 struct heap {
 	uint32_t id;
 	char name[32];
@@ -89,6 +105,8 @@ struct hp_books {
 	uint64_t unmatched_frees;
 	size_t nframes, nnodes;
 	int dump_at_max;
+	struct stack_ent stacks[HP_STACK_CACHE];
+	size_t stack_bytes;
 };
 
 struct hp_books *hp_books_new(int dump_at_max)
@@ -124,6 +142,8 @@ void hp_books_free(struct hp_books *b)
 	free_all(&b->pending);
 	for (i = 0; i <= HEAPPROFD_HEAP_MAX; i++)
 		free(b->heaps[i]);
+	for (i = 0; i < (int)HP_STACK_CACHE; i++)
+		free(b->stacks[i].fr);
 	free(b);
 }
 
@@ -211,7 +231,60 @@ static struct node *child(struct hp_books *b, struct node *parent, struct frame 
 /* The client's own frames (its malloc wrapper) say nothing about the caller. */
 static int is_client_frame(const struct hp_uframe *f)
 {
-	return f->elf && strstr(f->elf->path, "libheapprofd_client");
+	return f->elf && f->elf->is_client;
+}
+
+static uint64_t stack_hash(uint32_t heap_id, uint32_t key_flags,
+			   const struct hp_uframe *f, int n)
+{
+	uint64_t h = 0x9e3779b97f4a7c15ULL ^ ((uint64_t)heap_id << 32 | key_flags);
+
+	for (int i = 0; i < n; i++) {
+		h ^= f[i].pc + (uintptr_t)f[i].elf * 0xff51afd7ed558ccdULL;
+		h *= 0xc4ceb9fe1a85ec53ULL;
+		h ^= h >> 29;
+	}
+	return h;
+}
+
+static struct node *stack_lookup(struct hp_books *b, uint64_t hash, uint32_t heap_id,
+				 uint32_t key_flags, const struct hp_uframe *f, int n)
+{
+	struct stack_ent *e = &b->stacks[hash & (HP_STACK_CACHE - 1)];
+
+	if (!e->leaf || e->hash != hash || e->heap_id != heap_id ||
+	    e->key_flags != key_flags || e->n != n)
+		return NULL;
+	for (int i = 0; i < n; i++)
+		if (e->fr[i].pc != f[i].pc || e->fr[i].elf != f[i].elf)
+			return NULL;
+	return e->leaf;
+}
+
+static void stack_store(struct hp_books *b, uint64_t hash, uint32_t heap_id,
+			uint32_t key_flags, const struct hp_uframe *f, int n, struct node *leaf)
+{
+	struct stack_ent *e = &b->stacks[hash & (HP_STACK_CACHE - 1)];
+	struct stack_frame *fr = e->n == n ? e->fr : NULL;
+
+	if (!fr) {
+		fr = malloc(n * sizeof(*fr));
+		if (!fr)
+			return;
+		b->stack_bytes -= e->n * sizeof(*fr);
+		free(e->fr);
+		b->stack_bytes += n * sizeof(*fr);
+	}
+	for (int i = 0; i < n; i++) {
+		fr[i].pc = f[i].pc;
+		fr[i].elf = f[i].elf;
+	}
+	e->fr = fr;
+	e->n = n;
+	e->hash = hash;
+	e->heap_id = heap_id;
+	e->key_flags = key_flags;
+	e->leaf = leaf;
 }
 
 static void touch(struct hp_books *b, struct node *n)
@@ -269,6 +342,8 @@ void hp_books_alloc(struct hp_books *b, const struct heapprofd_rec_alloc *a,
 	struct live *l, *old;
 	struct pending *pf;
 	int i, first = 0, freed_already = 0;
+	uint32_t key_flags;
+	uint64_t hash;
 	unsigned __int128 u;
 
 	tick(b);
@@ -276,6 +351,13 @@ void hp_books_alloc(struct hp_books *b, const struct heapprofd_rec_alloc *a,
 		goto out;
 	while (first < nframes - 1 && is_client_frame(&frames[first]))
 		first++;
+	/* What the path below depends on besides the frames themselves. */
+	key_flags = (uint32_t)!!(a->hdr.flags & HEAPPROFD_ALLOC_STACK_TRUNCATED) |
+		    (uint32_t)(first == 0) << 1;
+	hash = stack_hash(a->heap_id, key_flags, frames + first, nframes - first);
+	n = stack_lookup(b, hash, a->heap_id, key_flags, frames + first, nframes - first);
+	if (n)
+		goto found;
 	n = &h->root;
 	if (a->hdr.flags & HEAPPROFD_ALLOC_STACK_TRUNCATED) {
 		/* The outermost frames are missing: say so at the root. */
@@ -294,6 +376,9 @@ void hp_books_alloc(struct hp_books *b, const struct heapprofd_rec_alloc *a,
 			break;	/* out of memory or over the bound: charge the caller */
 		n = c;
 	}
+	if (i < first)	/* the whole path: remember it */
+		stack_store(b, hash, a->heap_id, key_flags, frames + first, nframes - first, n);
+found:
 	if (!n->listed) {
 		n->listed = 1;
 		n->next_all = h->all;
@@ -403,7 +488,7 @@ size_t hp_books_mem(const struct hp_books *b)
 	       b->nframes * (sizeof(struct frame) + ovh) +
 	       b->nnodes * (sizeof(struct node) + ovh) +
 	       b->live.n * (sizeof(struct live) + ovh) +
-	       b->pending.n * (sizeof(struct pending) + ovh);
+	       b->pending.n * (sizeof(struct pending) + ovh) + b->stack_bytes;
 }
 
 /* ---- export ------------------------------------------------------------ */

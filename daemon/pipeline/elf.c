@@ -231,6 +231,8 @@ struct hp_elf *hp_elf_open(struct hp_elfcache *c, const char *path, int fd,
 	e->dev = st.st_dev;
 	e->ino = st.st_ino;
 	e->path = strdup(path ? path : "?");
+	/* Our own client: its frames (the malloc wrapper) are not call sites. */
+	e->is_client = e->path && strstr(e->path, "libheapprofd_client") != NULL;
 	if (!e->path || parse(e)) {
 		destroy(e);
 		return NULL;

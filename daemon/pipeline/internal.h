@@ -91,6 +91,7 @@ struct hp_elf {
 	dev_t dev;
 	ino_t ino;
 	char *path;
+	int is_client;		/* libheapprofd_client.so */
 	int fd;			/* -1 once mapped, unless the path cannot reopen it */
 	const uint8_t *img;	/* whole file, read-only */
 	size_t size;
