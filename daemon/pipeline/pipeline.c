@@ -47,6 +47,20 @@ enum job_kind {
 /* Jobs handed to the books thread at once (hp_proc_flush). */
 #define HP_BOOKS_BATCH		64
 
+/*
+ * Small jobs (frees, heap and maps records, allocations whose frames came
+ * from the memo with at most HP_SMALL_FRAMES frames) have one size and are
+ * recycled: the feeding thread allocates them and the books thread frees
+ * them, and malloc's arenas handle that pattern badly (its arena locks were
+ * contended). The books thread hands them back HP_POOL_RETURN at a time.
+ */
+#define HP_SMALL_REC_BYTES	((sizeof(struct heapprofd_rec_alloc) + 7) & ~(size_t)7)
+#define HP_SMALL_FRAMES		32
+#define SMALL_JOB_BYTES		(sizeof(struct job) + HP_SMALL_REC_BYTES + \
+				 HP_SMALL_FRAMES * sizeof(struct hp_uframe))
+#define HP_POOL_RETURN		64
+#define HP_POOL_MAX		4096
+
 struct waiter {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -68,6 +82,7 @@ struct job {
 	uint32_t memo_gen;	/* J_REC alloc: the maps generation it was fed in */
 	int memo_hit;		/* J_REC alloc: rec holds only the alloc header and
 				 * frames (inside this job) came from the memo */
+	int small;		/* a pool job (small_job()): SMALL_JOB_BYTES */
 	size_t len;
 	uint64_t rec[];		/* the record copy, 8-byte aligned */
 };
@@ -100,6 +115,12 @@ struct hp_proc {
 	pthread_mutex_t pend_lock;	/* jobs for the books, not handed over yet */
 	struct job *pend_head, *pend_tail;
 	unsigned npend;
+	pthread_mutex_t pool_lock;	/* small jobs handed back (pool, npool) */
+	struct job *pool;
+	unsigned npool;
+	struct job *pool_feed;		/* feeding thread: small jobs to use */
+	struct job *pool_ret, *pool_ret_tail;	/* books thread: not handed back yet */
+	unsigned nret;
 	uint64_t *reloads_w, *unw_mem_w;	/* [nworkers], written by worker i */
 	struct hp_books *books;		/* books thread only */
 	struct hp_hmap reorder;		/* books thread only: feed -> job */
@@ -190,10 +211,76 @@ static void wait_for(struct waiter *w)
 	pthread_mutex_unlock(&w->lock);
 }
 
+static void free_chain(struct job *j)
+{
+	while (j) {
+		struct job *next = j->next;
+
+		free(j);
+		j = next;
+	}
+}
+
+/* Feeding thread: a small job, from the pool when it has one. */
+static struct job *small_job(struct hp_proc *pr)
+{
+	struct job *j = pr->pool_feed;
+
+	if (!j) {
+		pthread_mutex_lock(&pr->pool_lock);
+		j = pr->pool;
+		pr->pool = NULL;
+		pr->npool = 0;
+		pthread_mutex_unlock(&pr->pool_lock);
+	}
+	if (j)
+		pr->pool_feed = j->next;
+	else
+		j = malloc(SMALL_JOB_BYTES);
+	if (j) {
+		memset(j, 0, sizeof(*j));
+		j->small = 1;
+	}
+	return j;
+}
+
+/* Books thread: done with a record's job. */
+static void job_done(struct hp_proc *pr, struct job *j)
+{
+	struct job *extra = NULL;
+
+	if (!j->small) {
+		free(j);
+		return;
+	}
+	j->next = pr->pool_ret;
+	if (!pr->pool_ret)
+		pr->pool_ret_tail = j;
+	pr->pool_ret = j;
+	if (++pr->nret < HP_POOL_RETURN)
+		return;
+	pthread_mutex_lock(&pr->pool_lock);
+	if (pr->npool < HP_POOL_MAX) {
+		pr->pool_ret_tail->next = pr->pool;
+		pr->pool = pr->pool_ret;
+		pr->npool += pr->nret;
+	} else {
+		extra = pr->pool_ret;	/* enough spare jobs already */
+	}
+	pthread_mutex_unlock(&pr->pool_lock);
+	pr->pool_ret = pr->pool_ret_tail = NULL;
+	pr->nret = 0;
+	free_chain(extra);
+}
+
 static void proc_put(struct hp_proc *pr)
 {
 	if (__atomic_sub_fetch(&pr->refs, 1, __ATOMIC_ACQ_REL))
 		return;
+	free_chain(pr->pool);
+	free_chain(pr->pool_feed);
+	free_chain(pr->pool_ret);
+	pthread_mutex_destroy(&pr->pool_lock);
 	pthread_mutex_destroy(&pr->lock);
 	pthread_mutex_destroy(&pr->pend_lock);
 	hp_memo_free(pr->memo);
@@ -415,9 +502,10 @@ static int books_apply(struct job *j)
 		return 1;
 	}
 	default:
-		break;
+		free(j);
+		return 0;
 	}
-	free(j);
+	job_done(pr, j);
 	return 0;
 }
 
@@ -562,6 +650,7 @@ struct hp_proc *hp_proc_new(struct hp_pipeline *p, const struct hp_proc_info *in
 	clock_gettime(CLOCK_REALTIME, &pr->start);
 	pthread_mutex_init(&pr->lock, NULL);
 	pthread_mutex_init(&pr->pend_lock, NULL);
+	pthread_mutex_init(&pr->pool_lock, NULL);
 	pr->refs = 1 + n;
 	pr->unw = calloc(n, sizeof(*pr->unw));
 	pr->reloads_w = calloc(n, sizeof(*pr->reloads_w));
@@ -587,6 +676,7 @@ struct hp_proc *hp_proc_new(struct hp_pipeline *p, const struct hp_proc_info *in
 		hp_books_free(pr->books);
 		pthread_mutex_destroy(&pr->lock);
 		pthread_mutex_destroy(&pr->pend_lock);
+		pthread_mutex_destroy(&pr->pool_lock);
 		free(pr->unw);
 		free(pr->reloads_w);
 		free(pr->unw_mem_w);
@@ -655,12 +745,17 @@ static struct job *memo_job(struct hp_proc *pr, const struct hp_parsed *ps)
 			   fr, pr->p->max_frames);
 	if (n < 0)
 		return NULL;
-	j = malloc(sizeof(*j) + hdr + n * sizeof(*fr));
+	if (n <= HP_SMALL_FRAMES) {
+		j = small_job(pr);
+	} else {
+		j = malloc(sizeof(*j) + hdr + n * sizeof(*fr));
+		if (j)
+			memset(j, 0, sizeof(*j));
+	}
 	if (!j) {
 		hp_uframes_put(fr, n);
 		return NULL;
 	}
-	memset(j, 0, sizeof(*j));
 	memcpy(j->rec, ps->alloc, sizeof(*ps->alloc));
 	j->len = hdr;
 	j->memo_hit = 1;
@@ -702,12 +797,17 @@ int hp_proc_feed(struct hp_proc *pr, const void *rec, size_t len, char *why,
 	if (ps.type == HEAPPROFD_REC_ALLOC && pr->memo)
 		j = memo_job(pr, &ps);
 	if (!j) {
-		j = malloc(sizeof(*j) + ((len + 7) & ~(size_t)7));
+		if (len <= HP_SMALL_REC_BYTES) {
+			j = small_job(pr);
+		} else {
+			j = malloc(sizeof(*j) + ((len + 7) & ~(size_t)7));
+			if (j)
+				memset(j, 0, sizeof(*j));
+		}
 		if (!j) {
 			snprintf(why, whylen, "out of memory");
 			return -1;
 		}
-		memset(j, 0, sizeof(*j));
 		memcpy(j->rec, rec, len);
 		j->len = len;
 		j->memo_gen = pr->memo_gen;
