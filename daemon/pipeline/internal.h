@@ -222,10 +222,13 @@ struct hp_memo *hp_memo_new(void);
 void hp_memo_free(struct hp_memo *m);
 /* The maps changed: forget everything; returns the new generation. */
 uint32_t hp_memo_new_gen(struct hp_memo *m);
-/* Frames (references taken) if a remembered unwind of generation gen reads
- * the same inputs in this sample; -1 otherwise. */
-int hp_memo_lookup(struct hp_memo *m, uint32_t gen, const struct heapprofd_rec_alloc *a,
+uint32_t hp_memo_gen(struct hp_memo *m);
+/* Frames (references taken) if a remembered unwind reads the same inputs
+ * in this sample; -1 otherwise. */
+int hp_memo_lookup(struct hp_memo *m, const struct heapprofd_rec_alloc *a,
 		   const uint8_t *stack, uint32_t stack_len, struct hp_uframe *out, int max);
+/* Remember an unwind of a sample fed in generation gen (dropped if the
+ * generation has changed since). */
 void hp_memo_insert(struct hp_memo *m, uint32_t gen, const struct heapprofd_rec_alloc *a,
 		    const struct hp_utrace *t, const struct hp_uframe *f, int n);
 void hp_memo_stats(struct hp_memo *m, uint64_t *hits, uint64_t *misses, size_t *bytes);

@@ -19,8 +19,10 @@
  * An unwind is not remembered if it read anything else (the process's
  * writable memory through /proc/<pid>/mem, a read that failed, a maps
  * reread), since such inputs could change without the trace showing it.
- * The memo belongs to a maps generation: a maps record starts a new one,
- * and an entry made from an older snapshot is never used.
+ * The memo belongs to a maps generation: a maps record, or an unwinder
+ * that reread the maps because it met an unknown address (a dlopen), starts
+ * a new one and clears the memo; an unwind of a sample fed in an older
+ * generation is not remembered.
  *
  * The table: sets of HP_MEMO_WAYS entries chosen by a hash of (ip, sp),
  * most recently used first. Several call paths can share ip and sp (sibling
@@ -103,7 +105,7 @@ uint32_t hp_memo_new_gen(struct hp_memo *m)
 	uint32_t g;
 
 	pthread_mutex_lock(&m->lock);
-	g = ++m->gen;
+	g = __atomic_add_fetch(&m->gen, 1, __ATOMIC_RELEASE);
 	clear(m);	/* nothing from the old snapshot is usable again */
 	pthread_mutex_unlock(&m->lock);
 	return g;
@@ -150,16 +152,20 @@ static int same(const struct memo_ent *x, const struct memo_ent *y)
 	       !memcmp(x->val, y->val, x->nreads * sizeof(*x->val));
 }
 
-int hp_memo_lookup(struct hp_memo *m, uint32_t gen, const struct heapprofd_rec_alloc *a,
+uint32_t hp_memo_gen(struct hp_memo *m)
+{
+	return __atomic_load_n(&m->gen, __ATOMIC_ACQUIRE);
+}
+
+int hp_memo_lookup(struct hp_memo *m, const struct heapprofd_rec_alloc *a,
 		   const uint8_t *stack, uint32_t stack_len, struct hp_uframe *out, int max)
 {
 	uint64_t ip = a->regs[HEAPPROFD_X86_64_IP], sp = a->regs[HEAPPROFD_X86_64_SP];
 	struct memo_ent **set = m->set[set_of(ip, sp)];
 	int n = -1;
 
+	/* Every entry is of the current generation: a new one clears them. */
 	pthread_mutex_lock(&m->lock);
-	if (gen != m->gen)
-		goto out;
 	for (int w = 0; w < HP_MEMO_WAYS && set[w]; w++) {
 		struct memo_ent *e = set[w];
 
@@ -177,7 +183,6 @@ int hp_memo_lookup(struct hp_memo *m, uint32_t gen, const struct heapprofd_rec_a
 		}
 		break;
 	}
-out:
 	if (n < 0)
 		m->misses++;
 	else

@@ -111,7 +111,6 @@ struct hp_proc {
 	struct hp_proc *next, *prev;
 	struct hp_unwinder **unw;	/* [nworkers]; unw[i] touched by worker i only */
 	struct hp_memo *memo;		/* unwinds remembered (memo.c) */
-	uint32_t memo_gen;		/* feeding thread: current maps generation */
 	pthread_mutex_t pend_lock;	/* jobs for the books, not handed over yet */
 	struct job *pend_head, *pend_tail;
 	unsigned npend;
@@ -305,9 +304,13 @@ static void worker_alloc(struct hp_pipeline *p, struct job *j)
 		return;
 	j->frames = malloc(p->max_frames * sizeof(*j->frames));
 	if (j->frames) {
+		uint64_t reloads = hp_unwinder_reloads(u);
+
 		j->nframes = hp_unwind(u, ps.alloc, ps.stack, ps.stack_len, j->frames,
 				       p->max_frames, &trace);
-		if (pr->memo)
+		if (pr->memo && hp_unwinder_reloads(u) != reloads)
+			hp_memo_new_gen(pr->memo);	/* a new snapshot: forget the old */
+		else if (pr->memo)
 			hp_memo_insert(pr->memo, j->memo_gen, ps.alloc, &trace,
 				       j->frames, j->nframes);
 	}
@@ -741,7 +744,7 @@ static struct job *memo_job(struct hp_proc *pr, const struct hp_parsed *ps)
 	struct job *j;
 	int n;
 
-	n = hp_memo_lookup(pr->memo, pr->memo_gen, ps->alloc, ps->stack, ps->stack_len,
+	n = hp_memo_lookup(pr->memo, ps->alloc, ps->stack, ps->stack_len,
 			   fr, pr->p->max_frames);
 	if (n < 0)
 		return NULL;
@@ -793,7 +796,7 @@ int hp_proc_feed(struct hp_proc *pr, const void *rec, size_t len, char *why,
 	if (r)
 		return r < 0 ? -1 : 0;
 	if (ps.type == HEAPPROFD_REC_MAPS && pr->memo)
-		pr->memo_gen = hp_memo_new_gen(pr->memo);
+		hp_memo_new_gen(pr->memo);
 	if (ps.type == HEAPPROFD_REC_ALLOC && pr->memo)
 		j = memo_job(pr, &ps);
 	if (!j) {
@@ -810,7 +813,7 @@ int hp_proc_feed(struct hp_proc *pr, const void *rec, size_t len, char *why,
 		}
 		memcpy(j->rec, rec, len);
 		j->len = len;
-		j->memo_gen = pr->memo_gen;
+		j->memo_gen = pr->memo ? hp_memo_gen(pr->memo) : 0;
 	}
 	j->kind = J_REC;
 	j->pr = pr;
