@@ -131,15 +131,37 @@ struct hp_proc {
 	pthread_mutex_t lock;		/* totals */
 	struct heapprofd_counters totals;
 	int have_totals;
-	uint64_t feed_no;		/* atomic: numbers handed out */
-	unsigned rr;			/* atomic: round robin over workers */
 	int refs;			/* atomic: books + one per worker */
-	uint64_t fed, accounted, unwind_errors, frames;			/* atomics */
-	uint64_t queued_bytes;						/* atomic */
-	uint64_t live, unmatched, books_mem;				/* books-written */
 	int ended;
 	struct timespec start;
+	/*
+	 * Counters, each with a single writer (the feeding thread or the
+	 * books thread: bump()), read by anyone; the two writers' counters
+	 * on lines of their own, so that neither thread's stores pull the
+	 * other's line away on every record.
+	 */
+	struct {
+		uint64_t feed_no;	/* atomic: numbers handed out */
+		unsigned rr;		/* round robin over workers */
+		uint64_t fed, queued_in;
+	} f __attribute__((aligned(64)));
+	struct {
+		uint64_t accounted, queued_out, unwind_errors, frames;
+		uint64_t live, unmatched, books_mem;
+	} b __attribute__((aligned(64)));
 };
+
+/* A counter with one writer: a store, not a locked read-modify-write. */
+static inline void bump(uint64_t *c, uint64_t d)
+{
+	__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + d, __ATOMIC_RELEASE);
+}
+
+static uint64_t queued_bytes(struct hp_proc *pr)
+{
+	return __atomic_load_n(&pr->f.queued_in, __ATOMIC_RELAXED) -
+	       __atomic_load_n(&pr->b.queued_out, __ATOMIC_RELAXED);
+}
 
 /* Append the chain head..tail (linked by next) with one lock and one wake-up. */
 static void q_push_chain(struct queue *q, struct job *head, struct job *tail)
@@ -314,9 +336,6 @@ static void worker_alloc(struct hp_pipeline *p, struct job *j)
 			hp_memo_insert(pr->memo, j->memo_gen, ps.alloc, &trace,
 				       j->frames, j->nframes);
 	}
-	if (j->nframes <= 1)
-		__atomic_add_fetch(&pr->unwind_errors, 1, __ATOMIC_RELAXED);
-	__atomic_add_fetch(&pr->frames, j->nframes, __ATOMIC_RELAXED);
 }
 
 static void worker_note(struct hp_proc *pr, int w)
@@ -375,10 +394,10 @@ static void publish_stats(struct hp_proc *pr)
 	uint64_t live, unmatched;
 
 	hp_books_stats(pr->books, &live, &unmatched);
-	__atomic_store_n(&pr->books_mem, hp_books_mem(pr->books) + pr->reorder.cap *
+	__atomic_store_n(&pr->b.books_mem, hp_books_mem(pr->books) + pr->reorder.cap *
 			 sizeof(struct hp_hent), __ATOMIC_RELAXED);
-	__atomic_store_n(&pr->live, live, __ATOMIC_RELAXED);
-	__atomic_store_n(&pr->unmatched, unmatched, __ATOMIC_RELAXED);
+	__atomic_store_n(&pr->b.live, live, __ATOMIC_RELAXED);
+	__atomic_store_n(&pr->b.unmatched, unmatched, __ATOMIC_RELAXED);
 }
 
 static uint64_t reloads(struct hp_proc *pr)
@@ -404,6 +423,9 @@ static void books_rec(struct job *j)
 	if (j->memo_hit || !hp_parse_record(j->rec, j->len, &ps, NULL, 0)) {
 		switch (ps.type) {
 		case HEAPPROFD_REC_ALLOC:
+			bump(&pr->b.frames, j->nframes);
+			if (j->nframes <= 1)
+				bump(&pr->b.unwind_errors, 1);
 			hp_books_alloc(pr->books, ps.alloc, j->frames, j->nframes);
 			j->nframes = 0;
 			break;
@@ -420,9 +442,11 @@ static void books_rec(struct job *j)
 	hp_uframes_put(j->frames, j->nframes);
 	if (!j->memo_hit)
 		free(j->frames);
-	publish_stats(pr);
-	__atomic_sub_fetch(&pr->queued_bytes, j->len, __ATOMIC_RELAXED);
-	__atomic_add_fetch(&pr->accounted, 1, __ATOMIC_RELEASE);
+	/* Figures for `sessions`: now and then, and at every sync and dump. */
+	if (!(pr->b.accounted & 63))
+		publish_stats(pr);
+	bump(&pr->b.queued_out, j->len);
+	bump(&pr->b.accounted, 1);
 }
 
 static void books_dump(struct job *j)
@@ -466,8 +490,8 @@ static void books_dump(struct job *j)
 					    (unsigned long long)t.frees_dropped);
 		}
 		hp_prof_add_comment(o, "unwinding: %llu samples, %llu with <= 1 frame, %llu maps rereads, %llu unwound, %llu from the memo",
-				    (unsigned long long)__atomic_load_n(&pr->accounted, __ATOMIC_RELAXED),
-				    (unsigned long long)__atomic_load_n(&pr->unwind_errors, __ATOMIC_RELAXED),
+				    (unsigned long long)pr->b.accounted,
+				    (unsigned long long)pr->b.unwind_errors,
 				    (unsigned long long)reloads(pr),
 				    (unsigned long long)misses, (unsigned long long)hits);
 		hp_books_export(pr->books, o, whiches[i], w->symbols);
@@ -489,6 +513,7 @@ static int books_apply(struct job *j)
 		wake(j->w);
 		break;
 	case J_SYNC:
+		publish_stats(pr);
 		wake(j->w);
 		break;
 	case J_END: {
@@ -697,7 +722,7 @@ struct hp_proc *hp_proc_new(struct hp_pipeline *p, const struct hp_proc_info *in
 
 static uint64_t next_feed(struct hp_proc *pr)
 {
-	return __atomic_fetch_add(&pr->feed_no, 1, __ATOMIC_RELAXED);
+	return __atomic_fetch_add(&pr->f.feed_no, 1, __ATOMIC_RELAXED);
 }
 
 /* A job for the books, batched (j NULL: just flush). */
@@ -765,9 +790,6 @@ static struct job *memo_job(struct hp_proc *pr, const struct hp_parsed *ps)
 	j->frames = (struct hp_uframe *)((uint8_t *)j->rec + hdr);
 	memcpy(j->frames, fr, n * sizeof(*fr));
 	j->nframes = n;
-	__atomic_add_fetch(&pr->frames, n, __ATOMIC_RELAXED);
-	if (n <= 1)
-		__atomic_add_fetch(&pr->unwind_errors, 1, __ATOMIC_RELAXED);
 	return j;
 }
 
@@ -817,13 +839,13 @@ int hp_proc_feed(struct hp_proc *pr, const void *rec, size_t len, char *why,
 	}
 	j->kind = J_REC;
 	j->pr = pr;
-	while (__atomic_load_n(&pr->queued_bytes, __ATOMIC_RELAXED) > HP_MAX_QUEUED_BYTES) {
+	while (queued_bytes(pr) > HP_MAX_QUEUED_BYTES) {
 		/* The books may be waiting for a record still in our batch. */
 		hp_proc_flush(pr);
 		usleep(200);
 	}
-	__atomic_add_fetch(&pr->queued_bytes, j->len, __ATOMIC_RELAXED);
-	__atomic_add_fetch(&pr->fed, 1, __ATOMIC_RELAXED);
+	bump(&pr->f.queued_in, j->len);
+	bump(&pr->f.fed, 1);
 	if (ps.type == HEAPPROFD_REC_MAPS) {
 		/* Every worker rereads before it unwinds anything fed later. */
 		for (i = 0; i < p->nworkers; i++) {
@@ -836,7 +858,7 @@ int hp_proc_feed(struct hp_proc *pr, const void *rec, size_t len, char *why,
 	}
 	j->feed = next_feed(pr);
 	if (ps.type == HEAPPROFD_REC_ALLOC && !j->memo_hit) {
-		j->worker = (int)(__atomic_fetch_add(&pr->rr, 1, __ATOMIC_RELAXED) %
+		j->worker = (int)(__atomic_fetch_add(&pr->f.rr, 1, __ATOMIC_RELAXED) %
 				  (unsigned)p->nworkers);
 		q_push(&p->workers[j->worker], j);
 	} else {
@@ -977,14 +999,14 @@ void hp_proc_end(struct hp_proc *pr)
 void hp_proc_get_stats(struct hp_proc *pr, struct hp_proc_stats *st)
 {
 	memset(st, 0, sizeof(*st));
-	st->fed = __atomic_load_n(&pr->fed, __ATOMIC_RELAXED);
-	st->accounted = __atomic_load_n(&pr->accounted, __ATOMIC_ACQUIRE);
-	st->unwind_errors = __atomic_load_n(&pr->unwind_errors, __ATOMIC_RELAXED);
-	st->frames = __atomic_load_n(&pr->frames, __ATOMIC_RELAXED);
+	st->fed = __atomic_load_n(&pr->f.fed, __ATOMIC_RELAXED);
+	st->accounted = __atomic_load_n(&pr->b.accounted, __ATOMIC_ACQUIRE);
+	st->unwind_errors = __atomic_load_n(&pr->b.unwind_errors, __ATOMIC_RELAXED);
+	st->frames = __atomic_load_n(&pr->b.frames, __ATOMIC_RELAXED);
 	st->maps_reloads = reloads(pr);
-	st->live_allocs = __atomic_load_n(&pr->live, __ATOMIC_RELAXED);
-	st->unmatched_frees = __atomic_load_n(&pr->unmatched, __ATOMIC_RELAXED);
-	st->mem_bytes = __atomic_load_n(&pr->books_mem, __ATOMIC_RELAXED) + sizeof(*pr);
+	st->live_allocs = __atomic_load_n(&pr->b.live, __ATOMIC_RELAXED);
+	st->unmatched_frees = __atomic_load_n(&pr->b.unmatched, __ATOMIC_RELAXED);
+	st->mem_bytes = __atomic_load_n(&pr->b.books_mem, __ATOMIC_RELAXED) + sizeof(*pr);
 	for (int i = 0; i < pr->p->nworkers; i++)
 		st->mem_bytes += __atomic_load_n(&pr->unw_mem_w[i], __ATOMIC_RELAXED);
 	if (pr->memo) {
@@ -996,5 +1018,5 @@ void hp_proc_get_stats(struct hp_proc *pr, struct hp_proc_stats *st)
 		st->memo_hits = hits;
 		st->memo_misses = misses;
 	}
-	st->queued_bytes = __atomic_load_n(&pr->queued_bytes, __ATOMIC_RELAXED);
+	st->queued_bytes = queued_bytes(pr);
 }
