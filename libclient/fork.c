@@ -20,6 +20,7 @@ void hp_counters_lock(int lock);
 
 static void prepare(void)
 {
+	hp_dispatch_fork(0);
 	hp_heaps_lock(1);
 	pthread_mutex_lock(&hp_lock);
 	pthread_mutex_lock(&hp_fs_malloc.lock);
@@ -32,6 +33,7 @@ static void parent(void)
 	pthread_mutex_unlock(&hp_fs_malloc.lock);
 	pthread_mutex_unlock(&hp_lock);
 	hp_heaps_lock(0);
+	hp_dispatch_fork(1);
 }
 
 static void child(void)
@@ -55,6 +57,7 @@ static void child(void)
 	} else {
 		hp_sess.stopped = 1;
 	}
+	hp_dispatch_fork(2);	/* re-inits its lock, then follows the gate */
 }
 
 void hp_fork_install(void)

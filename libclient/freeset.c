@@ -126,6 +126,7 @@ int hp_freeset_insert(struct hp_freeset *fs, uint64_t key)
 	if (*f != 255)
 		__atomic_store_n(f, *f + 1, __ATOMIC_RELAXED);
 	table_put(fs->table, key);
+	__atomic_store_n(&fs->nlive, fs->nlive + 1, __ATOMIC_RELAXED);
 out:
 	pthread_mutex_unlock(&fs->lock);
 	return ret;
@@ -149,6 +150,7 @@ int hp_freeset_remove(struct hp_freeset *fs, uint64_t key)
 		if (v == key) {
 			__atomic_store_n(&t->slots[i], HP_FS_TOMB, __ATOMIC_RELAXED);
 			t->live--;
+			__atomic_store_n(&fs->nlive, fs->nlive - 1, __ATOMIC_RELAXED);
 			found = 1;
 			break;
 		}

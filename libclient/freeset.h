@@ -4,6 +4,7 @@
  * address was sampled; almost never is it, so the lookup must be a few
  * nanoseconds with no lock and no write to shared memory:
  *
+ *   0. the number of entries (zero: nothing is sampled and alive);
  *   1. a filter of one-byte counters indexed by a hash of the address
  *      (zero: certainly not in the set; nothing else is read);
  *   2. otherwise an open-addressing table with linear probing, read
@@ -48,6 +49,12 @@ struct hp_fs_table {
 
 struct hp_freeset {
 	struct hp_fs_table *table;	/* current, read lock-free */
+	/* Entries in the set. Read relaxed before anything else: a process
+	 * with no sampled block alive (no sample yet, or all freed) answers
+	 * every free with this one load. An address the program got from a
+	 * sampled malloc was counted before that malloc returned, so a free
+	 * of it cannot read zero here. */
+	uint64_t nlive;
 	pthread_mutex_t lock;
 	uint64_t bytes;			/* memory held by tables */
 	/* lookups past the filter, in flight, by epoch; a line of their own */
@@ -83,11 +90,27 @@ int hp_freeset_lookup(struct hp_freeset *fs, uint64_t key);
  * by hp_freeset_remove.) Almost always answered by one byte of the filter. */
 static inline int hp_freeset_maybe(struct hp_freeset *fs, uint64_t key)
 {
+	if (__builtin_expect(!__atomic_load_n(&fs->nlive, __ATOMIC_RELAXED), 1))
+		return 0;
 	if (__builtin_expect(!__atomic_load_n(
 		&fs->filter[hp_fs_hash(key) >> (64 - HP_FS_FILTER_BITS)],
 		__ATOMIC_RELAXED), 1))
 		return 0;
 	return hp_freeset_lookup(fs, key);
+}
+
+/*
+ * The filter alone (and the live count): 0 means certainly not in the set.
+ * For a caller that goes on to hp_freeset_remove anyway, which looks under
+ * the lock: the lock-free table lookup would only add two locked
+ * read-modify-writes of the reader counters to every sampled free.
+ */
+static inline int hp_freeset_filter(struct hp_freeset *fs, uint64_t key)
+{
+	if (__builtin_expect(!__atomic_load_n(&fs->nlive, __ATOMIC_RELAXED), 1))
+		return 0;
+	return __atomic_load_n(&fs->filter[hp_fs_hash(key) >> (64 - HP_FS_FILTER_BITS)],
+			       __ATOMIC_RELAXED) != 0;
 }
 
 void hp_freeset_init(struct hp_freeset *fs);

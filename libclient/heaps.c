@@ -76,6 +76,7 @@ static struct hp_heap *get_heap(int id)
 HP_EXPORT void heapprofd_report_alloc(int heap, const void *addr, size_t size)
 {
 	struct hp_thread *t = &hp_self;
+	struct hp_count_snap snap;
 	struct hp_heap *h;
 	uint64_t interval;
 	uint32_t count;
@@ -95,9 +96,11 @@ HP_EXPORT void heapprofd_report_alloc(int heap, const void *addr, size_t size)
 		return;
 	guard = t->in_hook;
 	t->in_hook = 1;
+	hp_count_save(t, &snap);
 	if (!hp_write_alloc(addr, size, size, exact ? size : count * interval,
 			    interval, count, (uint32_t)heap, exact))
 		hp_freeset_insert(&hp_fs_custom, heap_key((uint32_t)heap, addr));
+	hp_count_restore(t, &snap);
 	t->in_hook = guard;
 }
 

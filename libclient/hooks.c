@@ -6,11 +6,18 @@
  * is never freed (free is a no-op), reports its size through
  * malloc_usable_size and is copied out by realloc.
  *
- * The common path of malloc is: call the real malloc, read the gate, two
- * thread-local additions, one thread-local subtraction and a branch. free:
- * the gate, two thread-local additions, malloc_usable_size for the exact
- * byte counter and one byte of the free filter (freeset.h). No lock, no
- * system call, no write to a shared cache line.
+ * malloc and free test a mode for the variant the state calls for
+ * (hp_dispatch_update): without a session, or while it is dormant (or the
+ * allocator is not glibc's, or bootstrap blocks exist), a variant that
+ * checks the gate on every call; while sampling with glibc's allocator,
+ * malloc_fast and free_fast, which do not read the gate at all. Their
+ * common path: in malloc, one thread-local subtraction (the countdown) and
+ * a branch, the real call, one addition for the calls and one for the bytes (read from
+ * the chunk header glibc just wrote); in free, the same two additions and
+ * one load of the number of live sampled blocks (freeset.h). No lock, no
+ * system call, no write to a shared cache line. Everything else (the gate
+ * closing, a new interval, publishing the counters) is noticed on the
+ * sampler's slow path, which runs at least every HP_SLOW_EVERY bytes.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -39,6 +46,16 @@ static void *(*r_aligned_alloc)(size_t, size_t);
 static void *(*r_valloc)(size_t);
 static void *(*r_pvalloc)(size_t);
 size_t (*hp_real_usable)(void *);
+
+/*
+ * Which variant malloc and free run (hp_dispatch_update). A mode tested
+ * inline, not a function pointer: every variant ends in one indirect jump
+ * or call to the real function, and a second indirect jump costs more time
+ * here than the three instructions of the test (bench/RESULTS.md). The
+ * first calls (HP_M_FIRST) resolve the real functions.
+ */
+enum { HP_M_FIRST, HP_M_GATED, HP_M_GATED_BOOT, HP_M_FAST };
+static int malloc_mode = HP_M_FIRST, free_mode = HP_M_FIRST;
 
 /* ---- bootstrap arena ---------------------------------------------------- */
 
@@ -71,8 +88,11 @@ static void *boot_alloc(size_t align, size_t n)
 			return NULL;
 		}
 	} while (!__atomic_compare_exchange_n(&boot_used, &old, end, 1,
-					      __ATOMIC_ACQ_REL, __ATOMIC_RELAXED));
+					      __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
 	*(size_t *)(boot_arena + off - BOOT_HDR) = n;
+	/* free must look for arena blocks from now on: before the block
+	 * can reach it (dispatch_update reads boot_used under its lock). */
+	hp_dispatch_update();
 	return boot_arena + off;	/* static, hence zeroed, never reused */
 }
 
@@ -145,64 +165,11 @@ void hp_thread_init(struct hp_thread *t)
 		       ((uint64_t)syscall(SYS_gettid) << 16) ^ (uintptr_t)t;
 	}
 	t->interval_gen = __atomic_load_n(&hp_interval_gen, __ATOMIC_ACQUIRE);
+	t->deferred = 0;
 	hp_sampler_init(&t->smp, __atomic_load_n(&hp_interval_eff, __ATOMIC_RELAXED),
 			seed);
 	t->inited = 1;
 	hp_counters_register(t);
-}
-
-/* ---- the sampled path --------------------------------------------------- */
-
-static void record(void *p, size_t n, uint32_t count, int exact)
-{
-	uint64_t est = exact ? n : (uint64_t)count * hp_self.smp.interval;
-
-	if (hp_write_alloc(p, n, hp_real_usable(p), est,
-			   hp_self.smp.interval, count, HEAPPROFD_HEAP_MALLOC,
-			   exact))
-		return;
-	/* Only addresses the daemon knows are remembered. */
-	hp_freeset_insert(&hp_fs_malloc, (uint64_t)(uintptr_t)p);
-}
-
-__attribute__((noinline, cold)) static void slow_alloc(struct hp_thread *t,
-							void *p, size_t n)
-{
-	uint32_t count = 0, gen;
-	int exact = 0;
-
-	if (t->in_hook || t->resolving)
-		return;		/* our own allocation: never sampled */
-	t->in_hook = 1;
-	if (unlikely(hp_child_pending)) {
-		hp_child_pending = 0;
-		hp_session_start();
-		if (!hp_sess.live) {
-			__atomic_store_n(&hp_sess.stopped, 1, __ATOMIC_RELAXED);
-			hp_session_stop("no session in the child");
-		}
-	}
-	hp_config_poll();	/* one load unless the daemon changed it */
-	if (!t->inited) {
-		hp_thread_init(t);
-		count = hp_sampler_account(&t->smp, n, &exact);
-	} else {
-		if (!(t->alloc_calls % HP_PUBLISH_EVERY))
-			hp_counters_publish(t);
-		gen = __atomic_load_n(&hp_interval_gen, __ATOMIC_ACQUIRE);
-		if (gen != t->interval_gen) {
-			/* A new interval: redraw (memoryless), then account. */
-			t->interval_gen = gen;
-			hp_sampler_set_interval(&t->smp,
-				__atomic_load_n(&hp_interval_eff, __ATOMIC_RELAXED));
-			count = hp_sampler_account(&t->smp, n, &exact);
-		} else if (t->smp.countdown <= 0) {
-			count = hp_sampler_slow(&t->smp, n, &exact);
-		}
-	}
-	if (count && *hp_gate)
-		record(p, n, count, exact);
-	t->in_hook = 0;
 }
 
 /*
@@ -222,14 +189,115 @@ static int usable_size_ok(void *p)
 	return (h & ~(size_t)7) - (h & 2 ? 16 : 8) == hp_real_usable(p);
 }
 
-static inline size_t usable_of(void *p)
+/* usable + 8 (the unit of the byte counters, internal.h) from glibc's
+ * chunk header: the size field without its 3 flag bits, less one more word
+ * for an mmap'ed chunk (flag bit 1, rare: a branch costs less than the
+ * arithmetic). */
+static inline size_t glibc_bytes8(const void *p)
 {
-	if (likely(glibc_heap)) {
-		size_t h = ((const size_t *)p)[-1];
+	size_t h = ((const size_t *)p)[-1];
 
-		return (h & ~(size_t)7) - (h & 2 ? 16 : 8);
+	if (unlikely(h & 2)) {
+		/* The empty asm keeps this a branch (not a cmov). */
+		__asm__ volatile("" : "+r"(h));
+		h -= 8;
 	}
-	return hp_real_usable(p);
+	return h & ~(size_t)7;
+}
+
+static inline size_t bytes8_of(void *p)
+{
+	if (likely(glibc_heap))
+		return glibc_bytes8(p);
+	return hp_real_usable(p) + 8;
+}
+
+/* ---- the sampled path --------------------------------------------------- */
+
+static void record(void *p, size_t n, uint32_t count, int exact)
+{
+	uint64_t est = exact ? n : (uint64_t)count * hp_self.smp.interval;
+
+	if (hp_write_alloc(p, n, bytes8_of(p) - 8, est,
+			   hp_self.smp.interval, count, HEAPPROFD_HEAP_MALLOC,
+			   exact))
+		return;
+	/* Only addresses the daemon knows are remembered. */
+	hp_freeset_insert(&hp_fs_malloc, (uint64_t)(uintptr_t)p);
+}
+
+/* Hold back what exceeds HP_SLOW_EVERY of the countdown (internal.h). */
+static inline void cap_countdown(struct hp_thread *t)
+{
+	if (t->smp.countdown > (int64_t)HP_SLOW_EVERY) {
+		t->deferred = (uint64_t)t->smp.countdown - HP_SLOW_EVERY;
+		t->smp.countdown = HP_SLOW_EVERY;
+	}
+}
+
+/*
+ * The countdown fell to zero or below (n already subtracted): a sample
+ * perhaps, or only the end of a HP_SLOW_EVERY stretch. Here, not on the
+ * common path: the counters are published, the control page config and the
+ * interval generation are looked at, and the gate is checked by the fast
+ * variants, which do not read it themselves.
+ */
+__attribute__((noinline, cold)) static void slow_alloc(struct hp_thread *t,
+							void *p, size_t n)
+{
+	struct hp_count_snap snap;
+	uint32_t count = 0, gen;
+	int exact = 0;
+
+	if (t->in_hook || t->resolving)
+		return;		/* our own allocation: never sampled */
+	t->in_hook = 1;
+	hp_count_save(t, &snap);
+	if (unlikely(hp_child_pending)) {
+		hp_child_pending = 0;
+		hp_session_start();
+		if (!hp_sess.live) {
+			__atomic_store_n(&hp_sess.stopped, 1, __ATOMIC_RELAXED);
+			hp_session_stop("no session in the child");
+		}
+	}
+	hp_config_poll();	/* one load unless the daemon changed it */
+	if (!t->inited) {
+		hp_thread_init(t);	/* also clears deferred */
+		count = hp_sampler_account(&t->smp, n, &exact);
+	} else {
+		/* Publishing adds to shared counters: at most once per
+		 * HP_PUBLISH_CALLS allocations, so that sampling at a small
+		 * interval does not pay it per sample, and at the end of a
+		 * stretch (at least every HP_SLOW_EVERY bytes). */
+		if (t->smp.countdown + (int64_t)t->deferred > 0 ||
+		    t->alloc_calls - __atomic_load_n(&t->pub_alloc_calls, __ATOMIC_RELAXED) >=
+		    HP_PUBLISH_CALLS)
+			hp_counters_publish(t);
+		gen = __atomic_load_n(&hp_interval_gen, __ATOMIC_ACQUIRE);
+		if (gen != t->interval_gen) {
+			/* A new interval: redraw (memoryless), then account. */
+			t->interval_gen = gen;
+			t->deferred = 0;
+			hp_sampler_set_interval(&t->smp,
+				__atomic_load_n(&hp_interval_eff, __ATOMIC_RELAXED));
+			count = hp_sampler_account(&t->smp, n, &exact);
+		} else {
+			/* The true countdown is countdown + deferred: only
+			 * where that is used up is a byte sampled. */
+			t->smp.countdown += (int64_t)t->deferred;
+			t->deferred = 0;
+			if (t->smp.countdown <= 0)
+				count = hp_sampler_slow(&t->smp, n, &exact);
+		}
+	}
+	cap_countdown(t);
+	if (count && *hp_gate)
+		record(p, n, count, exact);
+	if (!*hp_gate && __atomic_load_n(&malloc_mode, __ATOMIC_RELAXED) == HP_M_FAST)
+		hp_dispatch_update();	/* the gate closed: stop counting */
+	hp_count_restore(t, &snap);
+	t->in_hook = 0;
 }
 
 static const char *boot_selftest(void)
@@ -287,16 +355,18 @@ void hp_hooks_init(void)
 		r_free(p);
 		r_free(q);
 	}
+	hp_dispatch_update();
 }
 
+/* The general accounting of an allocation (calloc, realloc, the aligned
+ * family and malloc's gate-checking variant). */
 static inline void account_alloc(void *p, size_t n)
 {
 	struct hp_thread *t = &hp_self;
 
 	t->alloc_calls++;
-	t->alloc_bytes += usable_of(p);
-	if (unlikely((t->smp.countdown -= (int64_t)n) <= 0) ||
-	    unlikely(!(t->alloc_calls % HP_PUBLISH_EVERY)))
+	t->alloc_bytes8 += bytes8_of(p);
+	if (unlikely((t->smp.countdown -= (int64_t)n) <= 0))
 		slow_alloc(t, p, n);
 }
 
@@ -304,10 +374,13 @@ __attribute__((noinline, cold)) static void slow_free(void *p)
 {
 	struct hp_thread *t = &hp_self;
 	int guard = t->in_hook;
+	struct hp_count_snap snap;
 
 	t->in_hook = 1;
+	hp_count_save(t, &snap);
 	if (hp_freeset_remove(&hp_fs_malloc, (uint64_t)(uintptr_t)p))
 		hp_write_free(p, HEAPPROFD_HEAP_MALLOC, hp_next_seq());
+	hp_count_restore(t, &snap);
 	t->in_hook = guard;
 }
 
@@ -317,8 +390,8 @@ static inline void account_free(void *p)
 	struct hp_thread *t = &hp_self;
 
 	t->free_calls++;
-	t->free_bytes += usable_of(p);
-	if (unlikely(hp_freeset_maybe(&hp_fs_malloc, (uint64_t)(uintptr_t)p)))
+	t->free_bytes8 += bytes8_of(p);
+	if (unlikely(hp_freeset_filter(&hp_fs_malloc, (uint64_t)(uintptr_t)p)))
 		slow_free(p);
 }
 
@@ -335,7 +408,7 @@ static inline void account_free(void *p)
 __attribute__((noinline)) static void *realloc_tracked(void *old, size_t n)
 {
 	struct hp_thread *t = &hp_self;
-	size_t old_usable = usable_of(old);
+	size_t old_bytes8 = bytes8_of(old);
 	uint64_t seq = 0;
 	void *p;
 
@@ -346,7 +419,7 @@ __attribute__((noinline)) static void *realloc_tracked(void *old, size_t n)
 	if (!p && n)
 		return NULL;
 	t->free_calls++;
-	t->free_bytes += old_usable;
+	t->free_bytes8 += old_bytes8;
 	if (unlikely(seq)) {
 		int guard = t->in_hook;
 
@@ -360,69 +433,261 @@ __attribute__((noinline)) static void *realloc_tracked(void *old, size_t n)
 	return p;
 }
 
-/* ---- the interposed functions ------------------------------------------ */
+/* ---- malloc and free: the variants ------------------------------------- */
 
-/* The paths with the gate open, out of line so that the closed-gate paths
- * need no stack frame. */
-__attribute__((noinline)) static void *malloc_profiled(void *(*rm)(size_t), size_t n)
+/*
+ * Sampling with glibc's allocator. The countdown is taken before the real
+ * call, so the common path keeps nothing across it but the return value.
+ * Bytes of an allocation that then fails were consumed from the countdown
+ * without a chance of being sampled: the Poisson process over the bytes of
+ * the allocations that succeed is unchanged by that (disjoint stretches are
+ * independent), so no estimate is biased. A failure on the slow path gives
+ * its bytes back.
+ */
+__attribute__((noinline, cold)) static void *malloc_fast_slow(size_t n)
 {
-	void *p = rm(n);
+	struct hp_thread *t = &hp_self;
+	void *p = r_malloc(n);
+
+	if (unlikely(!p)) {
+		t->smp.countdown += (int64_t)n;
+		return NULL;
+	}
+	t->alloc_calls++;
+	t->alloc_bytes8 += glibc_bytes8(p);
+	slow_alloc(t, p, n);
+	return p;
+}
+
+/*
+ * countdown -= n; is it now <= 0? As one read-modify-write instruction and
+ * a branch on its flags (the compiler emits load, subtract, store and test):
+ * jle after the subtraction is the signed "countdown <= n" of the old value.
+ */
+static inline int countdown_expired(size_t n)
+{
+	/* No output operands: with a "+m" output, gcc 12 here dropped the
+	 * code at the label (the call of the slow path). The countdown is an
+	 * input memory operand and the "memory" clobber says it changed. */
+	__asm__ goto("subq %1, %0\n\tjle %l[expired]"
+		     :
+		     : "m"(hp_self.smp.countdown), "r"(n)
+		     : "cc", "memory"
+		     : expired);
+	return 0;
+expired:
+	return 1;
+}
+
+static inline __attribute__((always_inline)) void *malloc_fast(size_t n)
+{
+	void *p;
+
+	if (unlikely(countdown_expired(n)))
+		return malloc_fast_slow(n);
+	p = r_malloc(n);
+	if (likely(p)) {
+		hp_self.alloc_calls++;
+		hp_self.alloc_bytes8 += glibc_bytes8(p);
+	}
+	return p;
+}
+
+/* free_fast's rare part: some sampled block is alive, is this one? */
+__attribute__((noinline, cold)) static void free_fast_lookup(void *p)
+{
+	if (hp_freeset_filter(&hp_fs_malloc, (uint64_t)(uintptr_t)p))
+		slow_free(p);
+	r_free(p);
+}
+
+/* Sampling with glibc's allocator and no bootstrap block in existence. */
+static inline __attribute__((always_inline)) void free_fast(void *p)
+{
+	if (likely(p)) {
+		hp_self.free_calls++;
+		hp_self.free_bytes8 += glibc_bytes8(p);
+		if (unlikely(__atomic_load_n(&hp_fs_malloc.nlive, __ATOMIC_RELAXED)))
+			return free_fast_lookup(p);
+	}
+	r_free(p);
+}
+
+/* The paths with the gate open in the gate-checking variants. */
+__attribute__((noinline)) static void *malloc_profiled(size_t n)
+{
+	void *p = r_malloc(n);
 
 	if (likely(p))
 		account_alloc(p, n);
 	return p;
 }
 
-__attribute__((noinline)) static void free_profiled(void (*rf)(void *), void *p)
+__attribute__((noinline)) static void free_profiled(void *p)
 {
 	if (p)
 		account_free(p);
-	rf(p);
+	r_free(p);
 }
 
-__attribute__((noinline, cold)) static void *malloc_unresolved(size_t n)
+/* Could the fast variants take over now that the gate is open? */
+static inline int fast_possible(int for_free)
+{
+	return glibc_heap && (!for_free || !__atomic_load_n(&boot_used, __ATOMIC_RELAXED));
+}
+
+/* The gated variants found the gate open: switch to the fast variants when
+ * they can serve (glibc's allocator; for free, no bootstrap block), and
+ * count this call out of line. */
+__attribute__((noinline)) static void *malloc_gate_open(size_t n)
+{
+	if (fast_possible(0))
+		hp_dispatch_update();
+	return malloc_profiled(n);
+}
+
+__attribute__((noinline)) static void free_gate_open(void *p)
+{
+	if (fast_possible(1))
+		hp_dispatch_update();
+	free_profiled(p);
+}
+
+/* No session (the gate points at a constant zero), a dormant one, or an
+ * allocator that is not glibc's: the gate is read on every call. */
+static inline void *malloc_gated(size_t n)
+{
+	if (likely(!*__atomic_load_n(&hp_gate, __ATOMIC_RELAXED)))
+		return r_malloc(n);
+	return malloc_gate_open(n);
+}
+
+static inline void free_gated(void *p)
+{
+	if (unlikely(*__atomic_load_n(&hp_gate, __ATOMIC_RELAXED)))
+		return free_gate_open(p);
+	/* A volatile load keeps the compiler from merging this tail with
+	 * free's other jumps to the real free, which would cost the dormant
+	 * path a taken jump. */
+	(*(void (*volatile *)(void *))&r_free)(p);
+}
+
+/* free_gated for a process in which bootstrap blocks exist (dlsym
+ * allocated): those are never handed to the real free. */
+static void free_gated_boot(void *p)
+{
+	if (unlikely(is_boot(p)))
+		return;
+	free_gated(p);
+}
+
+__attribute__((noinline, cold)) static void *malloc_first(size_t n)
 {
 	resolve();
-	return r_malloc ? malloc(n) : boot_alloc(16, n);
+	if (!r_malloc)
+		return boot_alloc(16, n);	/* dlsym is allocating */
+	hp_dispatch_update();
+	return malloc_gated(n);
 }
 
-/*
- * The closed gate is checked before the real call so that the common case
- * is a tail call: no frame, no work after the allocator returns.
- */
-HP_EXPORT void *malloc(size_t n)
-{
-	void *(*rm)(size_t) = r_malloc;
-
-	if (unlikely(!rm))
-		return malloc_unresolved(n);
-	if (likely(!*hp_gate))
-		return rm(n);
-	return malloc_profiled(rm, n);
-}
-
-__attribute__((noinline, cold)) static void free_unusual(void *p)
+__attribute__((noinline, cold)) static void free_first(void *p)
 {
 	if (is_boot(p) || !p)
 		return;
-	if (!r_free) {
-		resolve();
-		if (!r_free)
-			return;	/* cannot happen after dlsym; leak rather than crash */
+	resolve();
+	if (!r_free)
+		return;	/* cannot happen after dlsym; leak rather than crash */
+	hp_dispatch_update();
+	free_gated_boot(p);
+}
+
+static pthread_mutex_t dispatch_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/*
+ * Choose the variants from the state, under a lock so that the last update
+ * reflects the last state: every change of hp_gate or boot_used is followed
+ * by an update, and a gate value the daemon changes on its own is noticed
+ * by the variants themselves (the gated ones on every call, the fast ones
+ * on the slow path). When the gate opens, free switches before malloc, so
+ * no sampled block reaches a free that does not look it up.
+ */
+void hp_dispatch_update(void)
+{
+	int open, boot, m, f;
+
+	if (!__atomic_load_n(&r_malloc, __ATOMIC_ACQUIRE) || !r_free)
+		return;		/* still resolving: the first variants */
+	pthread_mutex_lock(&dispatch_lock);
+	open = *hp_gate != 0;
+	boot = __atomic_load_n(&boot_used, __ATOMIC_SEQ_CST) != 0;
+	m = open && glibc_heap ? HP_M_FAST : HP_M_GATED;
+	f = open && glibc_heap && !boot ? HP_M_FAST : boot ? HP_M_GATED_BOOT : HP_M_GATED;
+	if (open) {
+		__atomic_store_n(&free_mode, f, __ATOMIC_RELEASE);
+		__atomic_store_n(&malloc_mode, m, __ATOMIC_RELEASE);
+	} else {
+		__atomic_store_n(&malloc_mode, m, __ATOMIC_RELEASE);
+		__atomic_store_n(&free_mode, f, __ATOMIC_RELEASE);
 	}
-	free(p);
+	pthread_mutex_unlock(&dispatch_lock);
+}
+
+void hp_dispatch_fork(int phase)
+{
+	if (phase == 0) {
+		pthread_mutex_lock(&dispatch_lock);
+	} else if (phase == 1) {
+		pthread_mutex_unlock(&dispatch_lock);
+	} else {
+		pthread_mutex_init(&dispatch_lock, NULL);
+		hp_dispatch_update();
+	}
+}
+
+/* ---- the interposed functions ------------------------------------------ */
+
+/* The rare modes, out of line. */
+__attribute__((noinline, cold)) static void *malloc_other(int mode, size_t n)
+{
+	(void)mode;
+	return malloc_first(n);
+}
+
+__attribute__((noinline, cold)) static void free_other(int mode, void *p)
+{
+	if (mode == HP_M_GATED_BOOT)
+		return free_gated_boot(p);
+	free_first(p);
+}
+
+/*
+ * See the top of this file. Sampling is tested first and falls through, the
+ * gate-checking variant (dormant, and pass-through: the gate then points at
+ * a constant zero) takes one branch; each ends in one indirect call or jump.
+ * Measured here, each further taken branch or indirect jump costs more than
+ * the few instructions saved (bench/RESULTS.md).
+ */
+HP_EXPORT void *malloc(size_t n)
+{
+	int mode = __atomic_load_n(&malloc_mode, __ATOMIC_RELAXED);
+
+	if (likely(mode == HP_M_FAST))
+		return malloc_fast(n);
+	if (likely(mode == HP_M_GATED))
+		return malloc_gated(n);
+	return malloc_other(mode, n);
 }
 
 HP_EXPORT void free(void *p)
 {
-	void (*rf)(void *) = r_free;
+	int mode = __atomic_load_n(&free_mode, __ATOMIC_RELAXED);
 
 	/* free(NULL) is passed on: the real free accepts it. */
-	if (unlikely(!rf) || unlikely(is_boot(p)))
-		return free_unusual(p);
-	if (unlikely(*hp_gate))
-		return free_profiled(rf, p);
-	rf(p);
+	if (likely(mode == HP_M_FAST))
+		return free_fast(p);
+	if (likely(mode == HP_M_GATED))
+		return free_gated(p);
+	free_other(mode, p);
 }
 
 HP_EXPORT void *calloc(size_t nmemb, size_t size)

@@ -87,6 +87,7 @@ __attribute__((constructor)) static void hp_init(void)
 	hp_hooks_init();
 	hp_config_from_env();
 	hp_fork_install();
+	hp_exec_init();
 	if (!(hp_cfg.flags & HEAPPROFD_CFG_FOLLOW_FORKS) && !hp_cfg.name[0]) {
 		root = root_pid();
 		if (root && root != getpid()) {

@@ -61,6 +61,7 @@ struct hp_session {
 	int memfd;		/* socket: ring memfd */
 	uint32_t cfg_gen;	/* last config generation applied */
 	int stopped;		/* the daemon went away: profiling over */
+	int pid;		/* the process that opened it (exec.c) */
 };
 
 extern struct hp_session hp_sess;
@@ -95,20 +96,70 @@ int hp_socket_peer_gone(struct hp_session *s);
 
 /* ---- per-thread state (hooks.c owns the TLS) --------------------------- */
 
+/*
+ * The hot fields come first and share one cache line: the exact counters
+ * and the sampler's countdown (hp_sampler starts with it). The byte
+ * counters hold usable size + 8 per block (the chunk size as glibc's header
+ * gives it, so the hot path needs no per-call constant); hp_counters_publish
+ * subtracts 8 per call.
+ */
 struct hp_thread {
+	uint64_t alloc_calls, alloc_bytes8, free_calls, free_bytes8;
 	struct hp_sampler smp;		/* countdown first: the hot field */
-	uint64_t alloc_calls, alloc_bytes, free_calls, free_bytes;
+	/* Bytes of the countdown held back so that the slow path runs at
+	 * least every HP_SLOW_EVERY bytes (publication, config, gate). */
+	uint64_t deferred;
 	uint64_t pub_alloc_calls, pub_alloc_bytes, pub_free_calls, pub_free_bytes;
+	/* Ring records this thread wrote (records_written, bytes_written of
+	 * the control page), published with the exact counters so that a
+	 * sample does not add to two shared counters. */
+	uint64_t rec_written, rec_bytes, pub_rec_written, pub_rec_bytes;
 	uint64_t stack_lo, stack_top;
 	uint32_t interval_gen;
 	int inited;
+	int registered;			/* in the registry: published at exit */
 	int in_hook;			/* reentrancy guard */
 	int resolving;			/* inside dlsym bootstrap */
 	uint32_t tid;
 	struct hp_thread *next, *prev;	/* registry for process exit */
-};
+} __attribute__((aligned(64)));
+
+/* The countdown never exceeds this; the rest waits in deferred. */
+#define HP_SLOW_EVERY (64U << 10)
+/* Slow paths publish the counters at most once per this many allocations
+ * (and at the end of every HP_SLOW_EVERY stretch). */
+#define HP_PUBLISH_CALLS 1024
 
 extern __thread struct hp_thread hp_self HP_TLS;
+
+/*
+ * The exact counters count the program's calls, not those that the
+ * library's own slow paths cause (pthread_getattr_np, for instance, opens
+ * /proc/self/maps with malloc'ed buffers the first time a thread records a
+ * sample). The common paths count before they know whether the slow path
+ * follows, so the slow paths take a snapshot when they start and put it
+ * back when they end.
+ */
+struct hp_count_snap {
+	uint64_t ac, ab, fc, fb;
+};
+
+static inline void hp_count_save(const struct hp_thread *t, struct hp_count_snap *s)
+{
+	s->ac = t->alloc_calls;
+	s->ab = t->alloc_bytes8;
+	s->fc = t->free_calls;
+	s->fb = t->free_bytes8;
+}
+
+static inline void hp_count_restore(struct hp_thread *t, const struct hp_count_snap *s)
+{
+	/* Atomic: the exit-time flush may read another thread's counters. */
+	__atomic_store_n(&t->alloc_calls, s->ac, __ATOMIC_RELAXED);
+	__atomic_store_n(&t->alloc_bytes8, s->ab, __ATOMIC_RELAXED);
+	__atomic_store_n(&t->free_calls, s->fc, __ATOMIC_RELAXED);
+	__atomic_store_n(&t->free_bytes8, s->fb, __ATOMIC_RELAXED);
+}
 
 void hp_thread_init(struct hp_thread *t);
 
@@ -117,7 +168,6 @@ void hp_counters_publish(struct hp_thread *t);
 void hp_counters_register(struct hp_thread *t);
 void hp_counters_flush_all(void);
 void hp_counters_reset_child(struct hp_thread *t);
-#define HP_PUBLISH_EVERY 1024
 
 /* ---- stack.c ------------------------------------------------------------ */
 void hp_stack_bounds(struct hp_thread *t);
@@ -125,6 +175,9 @@ void hp_stack_bounds(struct hp_thread *t);
 /* ---- attach_wait.c ------------------------------------------------------------- */
 void hp_start_wait(void);	/* kernel session: wait for the consumer */
 void hp_exit_wait(void);
+
+/* ---- exec.c ------------------------------------------------------------- */
+void hp_exec_init(void);
 
 /* ---- fork.c ------------------------------------------------------------- */
 void hp_fork_install(void);
@@ -138,5 +191,9 @@ extern size_t (*hp_real_usable)(void *);
 void *hp_internal_alloc(size_t n);	/* for our own needs, not sampled */
 void hp_resolve(void);
 void hp_hooks_init(void);
+/* Set the mode of malloc and free (hooks.c) from the current state (the
+ * gate, the allocator, bootstrap blocks); after every change of hp_gate. */
+void hp_dispatch_update(void);
+void hp_dispatch_fork(int phase);	/* 0 prepare, 1 parent, 2 child */
 
 #endif /* HP_INTERNAL_H */

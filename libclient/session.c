@@ -107,6 +107,7 @@ void hp_session_stop(const char *why)
 	if (__atomic_exchange_n(&hp_sess.stopped, 1, __ATOMIC_ACQ_REL))
 		return;
 	__atomic_store_n(&hp_gate, &hp_zero, __ATOMIC_RELEASE);
+	hp_dispatch_update();
 	hp_debug("profiling stopped: %s", why);
 }
 
@@ -229,9 +230,24 @@ static struct heapprofd_rec_hdr *reserve(uint32_t len, uint16_t type,
 	return NULL;
 }
 
+/*
+ * A registered thread counts its records in its own counters, published
+ * with the exact counters (counters.c); a thread that is not registered (it
+ * never allocated through the hooks, or its exit handler already ran) adds
+ * to the shared counters at once, so the totals are exact either way once
+ * published.
+ */
 static void commit(struct heapprofd_rec_hdr *h, uint32_t len)
 {
-	hp_ring_count_write(&hp_sess.ring, len);
+	struct hp_thread *t = &hp_self;
+
+	if (likely(t->registered)) {
+		__atomic_store_n(&t->rec_written, t->rec_written + 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&t->rec_bytes, t->rec_bytes + hp_ring_align(len),
+				 __ATOMIC_RELAXED);
+	} else {
+		hp_ring_count_write(&hp_sess.ring, len);
+	}
 	if (hp_ring_commit(&hp_sess.ring, h))
 		hp_wake();
 }
@@ -241,6 +257,22 @@ static uint32_t gettid_cached(void)
 	if (!hp_self.tid)
 		hp_self.tid = (uint32_t)syscall(SYS_gettid);
 	return hp_self.tid;
+}
+
+/*
+ * The ring's lines were zeroed by the consumer and sit in its cache. Asking
+ * for them (for writing) right after the reservation lets the transfers
+ * overlap the work that fills the record, instead of stalling its stores
+ * and then the commit's fence. The header and a small stack copy only:
+ * copies of 2 KiB and more use streaming stores (stack.c), which fetch
+ * nothing. prefetchw is a no-op on processors without it.
+ */
+static inline void prefetch_for_write(const void *p, uint32_t n)
+{
+	const char *c = p, *e = c + n;
+
+	for (; c < e; c += 64)
+		__asm__ volatile("prefetchw %0" : : "m"(*c));
 }
 
 int hp_write_alloc(const void *addr, uint64_t req, uint64_t usable,
@@ -272,6 +304,7 @@ int hp_write_alloc(const void *addr, uint64_t req, uint64_t usable,
 		adapt();
 		return -1;
 	}
+	prefetch_for_write(h, (uint32_t)sizeof(*rec) + (room < 2048 ? room : 0));
 	rec = (struct heapprofd_rec_alloc *)h;
 	rec->seq = hp_next_seq();
 	rec->addr = (uint64_t)(uintptr_t)addr;
@@ -361,6 +394,7 @@ void hp_session_start(void)
 		return;
 	}
 	hp_sess.live = 1;
+	hp_sess.pid = (int)getpid();
 	hp_sess.cfg_gen = 0;
 	hp_start_wait();
 	set_interval(hp_cfg.interval);
@@ -368,6 +402,7 @@ void hp_session_start(void)
 	hp_heaps_announce();
 	__atomic_store_n(&hp_gate, (const volatile uint32_t *)&hp_sess.ring.cfg->enabled,
 			 __ATOMIC_RELEASE);
+	hp_dispatch_update();
 	hp_debug("session up (%s%s), interval %llu",
 		 hp_sess.kernel ? "kernel" : "socket", dormant ? ", dormant" : "",
 		 (unsigned long long)hp_cfg.interval);

@@ -18,6 +18,28 @@
 #include "internal.h"
 #include "stack.h"
 
+/*
+ * The main thread's stack mapping ends above the program's arguments, its
+ * environment strings and the auxiliary vector, several KiB that every
+ * sample would copy for nothing: the unwinder stops at _start, whose frame
+ * lies below the stack pointer the process started with, which the dynamic
+ * loader keeps in __libc_stack_end (the address of argc). The copy of the
+ * main thread therefore ends a little above that address.
+ */
+extern void *__libc_stack_end;
+#define HP_MAIN_STACK_MARGIN 64
+
+static void cap_main_stack(struct hp_thread *t)
+{
+	uint64_t end = (uint64_t)(uintptr_t)__libc_stack_end;
+
+	if (!end || end < t->stack_lo || end >= t->stack_top)
+		return;		/* not the main thread's stack */
+	end = (end + HP_MAIN_STACK_MARGIN + 7) & ~7ULL;
+	if (end < t->stack_top)
+		t->stack_top = end;
+}
+
 /* Once per thread: where does its stack end? */
 void hp_stack_bounds(struct hp_thread *t)
 {
@@ -31,6 +53,7 @@ void hp_stack_bounds(struct hp_thread *t)
 		if (!pthread_attr_getstack(&a, &addr, &size) && addr && size) {
 			t->stack_lo = (uint64_t)(uintptr_t)addr;
 			t->stack_top = t->stack_lo + size;
+			cap_main_stack(t);
 		}
 		pthread_attr_destroy(&a);
 	}

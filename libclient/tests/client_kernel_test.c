@@ -258,8 +258,10 @@ static void run_fork(void)
 	(void)i;
 }
 
-/* Start hp_target "basic 50 3333" under the client; it exits at once. */
-static pid_t start_quick(const char *wait_ms, int err_w)
+/* Start hp_target "basic 50 3333" under the client; it exits at once.
+ * With exec set, "execafter 50 3333" instead: the same samples, then the
+ * program execs itself to exit at once without the client. */
+static pid_t start_quick_mode(const char *wait_ms, int err_w, int exec)
 {
 	pid_t pid = fork();
 
@@ -278,10 +280,15 @@ static pid_t start_quick(const char *wait_ms, int err_w)
 			setenv("HEAPPROFD_EXIT_WAIT_MS", wait_ms, 1);
 		else
 			unsetenv("HEAPPROFD_EXIT_WAIT_MS");
-		execl(TARGET, TARGET, "basic", "50", "3333", (char *)NULL);
+		execl(TARGET, TARGET, exec ? "execafter" : "basic", "50", "3333", (char *)NULL);
 		_exit(127);
 	}
 	return pid;
+}
+
+static pid_t start_quick(const char *wait_ms, int err_w)
+{
+	return start_quick_mode(wait_ms, err_w, 0);
 }
 
 static int attach_pid(int dev, pid_t pid, struct heapprofd_attach *at)
@@ -299,8 +306,9 @@ static int attach_pid(int dev, pid_t pid, struct heapprofd_attach *at)
  * daemon attaching late still gets every record. Without the wait the
  * session is gone by then.
  */
-static void run_exit_before_attach(void)
+static void run_exit_before_attach(int exec)
 {
+	const char *what = exec ? "exec" : "exit";
 	struct heapprofd_attach at;
 	struct hp_ring r;
 	struct counts c;
@@ -317,7 +325,7 @@ static void run_exit_before_attach(void)
 	dev = open("/dev/heapprofd", O_RDWR | O_CLOEXEC);
 	if (pipe(errp))
 		return;
-	pid = start_quick("5000", errp[1]);
+	pid = start_quick_mode("5000", errp[1], exec);
 	close(errp[1]);
 	/* HEAPPROFD_DEBUG: the client says when its destructor starts to
 	 * wait; the program is over by then. Attach a little later still. */
@@ -339,8 +347,8 @@ static void run_exit_before_attach(void)
 	cfd = dev >= 0 ? attach_pid(dev, pid, &at) : -1;
 	map = cfd >= 0 ? hp_ring_map_fd(cfd, 0, at.ctl_size, at.data_size, &len) : MAP_FAILED;
 	if (map == MAP_FAILED || hp_ring_open(&r, map, len)) {
-		tap_ok(0, "client/kernel exit: a consumer attaching 0.3 s after the target finished finds its session (%s)",
-		       strerror(errno));
+		tap_ok(0, "client/kernel %s: a consumer attaching 0.3 s after the target finished finds its session (%s)",
+		       what, strerror(errno));
 		kill(pid, SIGKILL);
 		waitpid(pid, &st, 0);
 		if (dev >= 0)
@@ -361,13 +369,17 @@ static void run_exit_before_attach(void)
 		waitpid(pid, &st, 0);
 	drain(&r, &c);
 	tap_ok(c.a3333 == 50 && !c.bad && c.frees >= 50,
-	       "client/kernel exit: a consumer attaching 0.3 s after the target finished reads all its samples (%zu x 3333 of 50, %zu frees, %zu bad)",
-	       c.a3333, c.frees, c.bad);
+	       "client/kernel %s: a consumer attaching 0.3 s after the target %s reads all its samples (%zu x 3333 of 50, %zu frees, %zu bad)",
+	       what, exec ? "called exec" : "finished", c.a3333, c.frees, c.bad);
 	tap_ok(alive_undrained && WIFEXITED(st) && !WEXITSTATUS(st),
-	       "client/kernel exit: the target waits for the drain after the attach, then exits normally (%d, status %#x)",
-	       alive_undrained, st);
+	       "client/kernel %s: the target waits for the drain after the attach, then %s normally (%d, status %#x)",
+	       what, exec ? "execs and exits" : "exits", alive_undrained, st);
 	munmap(map, len);
 	close(cfd);
+	if (exec) {
+		close(dev);
+		return;
+	}
 
 	/* HEAPPROFD_EXIT_WAIT_MS=0, and the default with no daemon socket:
 	 * no wait, the session is gone once the process is. */
@@ -399,6 +411,7 @@ int main(void)
 	run(0);
 	run(1);
 	run_fork();
-	run_exit_before_attach();
+	run_exit_before_attach(0);
+	run_exit_before_attach(1);
 	return tap_failed ? 1 : 0;
 }

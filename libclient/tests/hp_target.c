@@ -4,6 +4,8 @@
  * known set of allocations with marker sizes the test looks for.
  */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -16,6 +18,8 @@
 #include "../include/heapprofd_client.h"
 
 static void *keep[100000];
+extern void *__libc_stack_end;
+int main(int argc, char **argv);
 
 /* Use the memory so the compiler keeps every malloc/free pair. */
 static void touch(void *p, size_t n)
@@ -80,8 +84,12 @@ static int mode_basic(int n, size_t size)
 		exit(8);
 	if (posix_memalign(&q, 3, 10) != 22)
 		exit(9);
-	/* For the stack check: where this function's code is. */
+	/* For the stack checks: where this function's code and main's are,
+	 * and where the main thread's stack began (the client's copies of
+	 * this thread end just above it). */
 	printf("fn=%p\n", (void *)mode_basic);
+	printf("main=%p\n", (void *)main);
+	printf("stack_end=%p\n", __libc_stack_end);
 	return 0;
 }
 
@@ -234,6 +242,158 @@ static void *thr(void *arg)
 	return NULL;
 }
 
+/*
+ * Exact counters against the program's own sums: every entry point, sizes
+ * from 0 up, blocks mmap'ed by glibc (growing sizes above the dynamic mmap
+ * threshold), two threads. Prints the sums of this mode's own calls (usable
+ * sizes from malloc_usable_size); the test compares differences between two
+ * runs with the differences of the published counters.
+ */
+struct mix { unsigned long long ac, ab, fc, fb; int n; };
+
+static void mix_alloc(struct mix *m, void *p)
+{
+	if (!p)
+		exit(10);
+	m->ac++;
+	m->ab += malloc_usable_size(p);
+}
+
+static void mix_free(struct mix *m, void *p)
+{
+	m->fc++;
+	m->fb += malloc_usable_size(p);
+	free(p);
+}
+
+static void *mix_thr(void *arg)
+{
+	struct mix *m = arg;
+	void *p, *q, *r;
+	size_t sz, u;
+	int i;
+
+	for (i = 0; i < m->n; i++) {
+		sz = (size_t)(i * 37) % 700;
+		p = malloc(sz);
+		mix_alloc(m, p);
+		touch(p, sz);
+		q = calloc(3, sz / 3 + 1);
+		mix_alloc(m, q);
+		u = malloc_usable_size(p);
+		p = realloc(p, 2 * sz + 1);	/* a free and an allocation */
+		m->fc++;
+		m->fb += u;
+		mix_alloc(m, p);
+		if (posix_memalign(&r, 64, sz + 1))
+			exit(11);
+		mix_alloc(m, r);
+		mix_free(m, r);
+		r = memalign(128, sz + 8);
+		mix_alloc(m, r);
+		mix_free(m, r);
+		if (i % 16 == 0) {
+			r = malloc(200000 + (size_t)i * 5000);	/* mmap'ed */
+			mix_alloc(m, r);
+			touch(r, 64);
+			mix_free(m, r);
+		}
+		mix_free(m, q);
+		mix_free(m, p);
+	}
+	return NULL;
+}
+
+static int mode_countmix(int n)
+{
+	struct mix m[2];
+	pthread_t th;
+
+	memset(m, 0, sizeof(m));
+	m[0].n = m[1].n = n;
+	pthread_create(&th, NULL, mix_thr, &m[1]);
+	mix_thr(&m[0]);
+	pthread_join(th, NULL);
+	printf("mix %llu %llu %llu %llu\n", m[0].ac + m[1].ac, m[0].ab + m[1].ab,
+	       m[0].fc + m[1].fc, m[0].fb + m[1].fb);
+	return 0;
+}
+
+/* Every exec function the client wraps, each in a child that runs this
+ * program again and exits with a code the parent checks; and a failing
+ * exec that must return -1 with errno ENOENT. */
+static int exec_child(int k, const char *self)
+{
+	char code[16], envv[32];
+	char *argv[] = { (char *)self, "exitcode", code, NULL };
+	char *envp[] = { envv, NULL };
+	pid_t pid;
+	int st, fd;
+
+	snprintf(code, sizeof(code), "%d", 40 + k);
+	snprintf(envv, sizeof(envv), "HP_EXIT=%d", 40 + k);
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		switch (k) {
+		case 0: execl(self, self, "exitcode", code, (char *)NULL); break;
+		case 1: execle(self, self, "exitenv", (char *)NULL, envp); break;
+		case 2: execv(self, argv); break;
+		case 3: execve(self, (char *[]){ (char *)self, "exitenv", NULL }, envp); break;
+		case 4: execvpe(self, (char *[]){ (char *)self, "exitenv", NULL }, envp); break;
+		case 5: execvp(self, argv); break;
+		case 6: execlp("sh", "sh", "-c", "exit 46", (char *)NULL); break;
+		case 7:
+			fd = open(self, O_RDONLY | O_CLOEXEC);
+			if (fd >= 0)
+				fexecve(fd, argv, environ);
+			break;
+		}
+		_exit(99);
+	}
+	if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+		return -1;
+	return WEXITSTATUS(st);
+}
+
+static int mode_execall(const char *self)
+{
+	int k, bad = 0, rc;
+
+	for (k = 0; k < 8; k++) {
+		rc = exec_child(k, self);
+		if (rc != 40 + k) {
+			printf("exec variant %d: exit %d\n", k, rc);
+			bad = 1;
+		}
+	}
+	errno = 0;
+	rc = execl("/nonexistent/hp", "hp", (char *)NULL);
+	if (rc != -1 || errno != ENOENT) {
+		printf("failing exec: %d errno %d\n", rc, errno);
+		bad = 1;
+	}
+	printf("execall %s\n", bad ? "failed" : "ok");
+	return bad;
+}
+
+/* Allocations the exact counters must show although this image never
+ * exits: it execs a program that does nothing. */
+static int mode_execcount(const char *self, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		keep[i] = malloc(64);
+		touch(keep[i], 1);
+	}
+	for (i = 0; i < n; i++)
+		free(keep[i]);
+	fflush(stdout);
+	execl(self, self, "nothing", (char *)NULL);
+	return 1;
+}
+
 static int mode_threads(int n)
 {
 	pthread_t th[4];
@@ -250,8 +410,13 @@ int main(int argc, char **argv)
 {
 	const char *m = argc > 1 ? argv[1] : "";
 
-	if (!strcmp(m, "basic"))
-		return mode_basic(atoi(argv[2]), (size_t)atol(argv[3]));
+	if (!strcmp(m, "basic")) {
+		int rc = mode_basic(atoi(argv[2]), (size_t)atol(argv[3]));
+
+		/* Not a tail call: the stack tests look for main's frame. */
+		__asm__ volatile("" : : : "memory");
+		return rc;
+	}
 	if (!strcmp(m, "count"))
 		return mode_count(atoi(argv[2]), (size_t)atol(argv[3]));
 	if (!strcmp(m, "fork"))
@@ -268,6 +433,32 @@ int main(int argc, char **argv)
 		return mode_reallocfail();
 	if (!strcmp(m, "heap"))
 		return mode_heap();
+	if (!strcmp(m, "countmix"))
+		return mode_countmix(atoi(argv[2]));
+	if (!strcmp(m, "execall"))
+		return mode_execall(argv[0]);
+	if (!strcmp(m, "execafter")) {
+		/* n blocks of size, each freed, then exec this program to
+		 * exit at once (client_kernel_test: the wait before exec). */
+		int i, n = atoi(argv[2]);
+		size_t size = (size_t)atol(argv[3]);
+
+		for (i = 0; i < n; i++) {
+			void *p = malloc(size);
+
+			touch(p, size);
+			free(p);
+		}
+		fflush(stdout);
+		execl(argv[0], argv[0], "exitcode", "0", (char *)NULL);
+		return 1;
+	}
+	if (!strcmp(m, "execcount"))
+		return mode_execcount(argv[0], atoi(argv[2]));
+	if (!strcmp(m, "exitcode"))
+		return atoi(argv[2]);
+	if (!strcmp(m, "exitenv"))
+		return getenv("HP_EXIT") ? atoi(getenv("HP_EXIT")) : 98;
 	if (!strcmp(m, "threads"))
 		return mode_threads(atoi(argv[2]));
 	if (!strcmp(m, "nothing"))

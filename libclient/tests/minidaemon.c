@@ -38,7 +38,7 @@ static void add_rec(struct md_session *s, const struct heapprofd_rec_hdr *h,
 			const uint8_t *st = (const uint8_t *)h + sizeof(r->u.alloc);
 			uint32_t k;
 
-			for (k = 0; k + 8 <= r->u.alloc.stack_len && r->nexe < 8; k += 8) {
+			for (k = 0; k + 8 <= r->u.alloc.stack_len && r->nexe < 32; k += 8) {
 				uint64_t w;
 
 				memcpy(&w, st + k, 8);

@@ -18,7 +18,7 @@ struct md_rec {
 	uint16_t flags;
 	uint32_t len;
 	uint32_t nexe;
-	uint64_t exe_words[8];	/* stack words that look like PIE text addresses */
+	uint64_t exe_words[32];	/* stack words that look like PIE text addresses */
 	union {
 		struct heapprofd_rec_alloc alloc;
 		struct heapprofd_rec_free free;

@@ -328,6 +328,57 @@ static void t_basic(void)
 			       "client: the copied stacks hold a return address into the caller (%zu of %zu)",
 			       with, total);
 		}
+		{
+			/* The main thread's copy ends 64 bytes (rounded to 8)
+			 * above __libc_stack_end, not at the top of [stack]
+			 * with the arguments and environment, and still holds
+			 * main's frame. */
+			unsigned long long mn = 0, se = 0, want;
+			const char *f;
+			size_t i, good = 0, total = 0, inmain = 0;
+			uint32_t k;
+
+			if ((f = strstr(r.out, "main=")))
+				mn = strtoull(f + 5, NULL, 16);
+			if ((f = strstr(r.out, "stack_end=")))
+				se = strtoull(f + 10, NULL, 16);
+			want = (se + 64 + 7) & ~7ULL;
+			for (i = 0; i < s->nrec; i++) {
+				const struct heapprofd_rec_alloc *a = &s->recs[i].u.alloc;
+				const struct md_rec *m = &s->recs[i];
+
+				if (m->type != HEAPPROFD_REC_ALLOC || a->req_size != 4321)
+					continue;
+				total++;
+				if (a->stack_top == want && !(m->flags & HEAPPROFD_ALLOC_STACK_TRUNCATED) &&
+				    a->stack_len == want - a->regs[HEAPPROFD_X86_64_SP])
+					good++;
+				for (k = 0; k < m->nexe; k++)
+					if (m->exe_words[k] > mn && m->exe_words[k] < mn + 4096) {
+						inmain++;
+						break;
+					}
+			}
+			tap_ok(se && mn && total == 500 && good == total && inmain == total,
+			       "client: the main thread's stack copy ends at __libc_stack_end + 64 (%zu of %zu) and holds a return address into main (%zu)",
+			       good, total, inmain);
+		}
+		{
+			/* records_written/bytes_written are counted per thread
+			 * and published with the exact counters: at exit they
+			 * equal what the daemon read. */
+			const struct heapprofd_counters *c = s->ring.cnt;
+			unsigned long long bytes = 0;
+			size_t i;
+
+			for (i = 0; i < s->nrec; i++)
+				bytes += hp_ring_align(s->recs[i].len);
+			tap_ok(c->records_written == s->nrec && c->bytes_written == bytes &&
+			       !c->records_dropped,
+			       "client: records_written %llu = records read %zu, bytes_written %llu = %llu",
+			       (unsigned long long)c->records_written, s->nrec,
+			       (unsigned long long)c->bytes_written, bytes);
+		}
 	}
 	md_free(&D);
 }
@@ -485,6 +536,84 @@ static void t_counters(void)
 	       (unsigned long long)fb, (unsigned long long)us);
 }
 
+/* One run of hp_target countmix n: the published counters and the
+ * program's own sums (calls and usable bytes). */
+static int countmix_of(int n, const char *interval, struct heapprofd_counters *c,
+		       unsigned long long own[4])
+{
+	char nb[16], iv[64];
+	char *argv[] = { target, "countmix", nb, NULL };
+	const char *env[] = { iv, NULL };
+	const char *m;
+	struct run r;
+	int rc;
+
+	snprintf(nb, sizeof(nb), "%d", n);
+	snprintf(iv, sizeof(iv), "HEAPPROFD_INTERVAL=%s", interval);
+	daemon_up();
+	rc = run_prog(argv, env, 1, &r, NULL, NULL);
+	daemon_down();
+	m = memmem(r.out, r.outlen, "mix ", 4);
+	if (D.nsess != 1 || rc || !m ||
+	    sscanf(m, "mix %llu %llu %llu %llu", &own[0], &own[1], &own[2], &own[3]) != 4)
+		rc = -1;
+	else
+		*c = *D.s[0].ring.cnt;
+	md_free(&D);
+	return rc;
+}
+
+/*
+ * The exact counters over every entry point, mmap'ed blocks and two
+ * threads, unsampled (the fast path only) and sampled (slow paths, sampled
+ * frees, realloc of sampled blocks): what two runs differ by equals what
+ * the program itself counted that they differ by.
+ */
+static void t_countmix(void)
+{
+	static const char *const iv[] = { "1G", "4096" };
+	struct heapprofd_counters a, b;
+	unsigned long long oa[4], ob[4], d[4], own[4], over[2][4] = { { 0 } };
+	int k, ok, got = 0;
+
+	for (k = 0; k < 2; k++) {
+		memset(&a, 0, sizeof(a));
+		memset(&b, 0, sizeof(b));
+		if (countmix_of(100, iv[k], &a, oa) || countmix_of(400, iv[k], &b, ob)) {
+			tap_ok(0, "client: exact counters, mixed calls at interval %s: runs failed",
+			       iv[k]);
+			continue;
+		}
+		/* What the counters hold beyond this mode's own calls
+		 * (stdio's buffer, ...): the same whether samples are
+		 * recorded or not, since the library's own allocations
+		 * (pthread_getattr_np on the first sample of a thread) are
+		 * not counted. */
+		over[k][0] = b.alloc_calls - ob[0];
+		over[k][1] = b.alloc_bytes - ob[1];
+		over[k][2] = b.free_calls - ob[2];
+		over[k][3] = b.free_bytes - ob[3];
+		d[0] = b.alloc_calls - a.alloc_calls;
+		d[1] = b.alloc_bytes - a.alloc_bytes;
+		d[2] = b.free_calls - a.free_calls;
+		d[3] = b.free_bytes - a.free_bytes;
+		ok = 1;
+		for (int i = 0; i < 4; i++) {
+			own[i] = ob[i] - oa[i];
+			ok &= d[i] == own[i];
+		}
+		tap_ok(ok && own[0] > 0,
+		       "client: exact counters, mixed calls and 2 threads at interval %s: "
+		       "+%llu calls +%llu bytes / +%llu frees +%llu bytes (program: %llu %llu / %llu %llu)",
+		       iv[k], d[0], d[1], d[2], d[3], own[0], own[1], own[2], own[3]);
+		got++;
+	}
+	tap_ok(got == 2 && !memcmp(over[0], over[1], sizeof(over[0])),
+	       "client: the library's own allocations are not counted: the same %llu calls %llu bytes "
+	       "besides the program's at interval 1G (no sample) and 4096 (%llu calls %llu bytes)",
+	       over[0][0], over[0][1], over[1][0], over[1][1]);
+}
+
 static void t_fork(void)
 {
 	char *argv[] = { target, "fork", NULL };
@@ -531,6 +660,37 @@ static void t_exec(void)
 	tap_ok(rc == 0 && strstr(r.out, lib) && D.nsess == 2 &&
 	       md_count_alloc(&D.s[1], 0, 2004) == 100 && md_count_alloc(&D.s[0], 0, 2004) == 0,
 	       "client: exec with follow-forks: LD_PRELOAD kept, the new image registers a session");
+	md_free(&D);
+}
+
+/*
+ * The exec family is wrapped (exec.c): every variant still runs its program
+ * with the right arguments and environment, a failing exec still fails with
+ * its errno, and the image that execs publishes its exact counters first
+ * (at interval 1G nothing else would have published 500 allocations).
+ */
+static void t_exec_family(void)
+{
+	char *argv[] = { target, "execall", NULL };
+	char *argv2[] = { target, "execcount", "500", NULL };
+	struct run r;
+	int rc;
+
+	daemon_up();
+	rc = run_prog(argv, ENV("HEAPPROFD_INTERVAL=4096"), 1, &r, NULL, NULL);
+	daemon_down();
+	r.out[r.outlen] = 0;
+	tap_ok(rc == 0 && strstr(r.out, "execall ok") && D.nsess == 1,
+	       "client: execl/execle/execv/execve/execvpe/execvp/execlp/fexecve run their programs, a failing exec returns ENOENT %s",
+	       rc ? r.out : "");
+	md_free(&D);
+	daemon_up();
+	rc = run_prog(argv2, ENV("HEAPPROFD_INTERVAL=1G"), 1, &r, NULL, NULL);
+	daemon_down();
+	tap_ok(rc == 0 && D.nsess == 1 && D.s[0].ring.cnt->alloc_calls >= 500 &&
+	       D.s[0].ring.cnt->free_calls >= 500,
+	       "client: an image that execs publishes its exact counters first (alloc_calls %llu)",
+	       D.nsess ? (unsigned long long)D.s[0].ring.cnt->alloc_calls : 0ULL);
 	md_free(&D);
 }
 
@@ -923,8 +1083,8 @@ int main(int argc, char **argv)
 		static const struct { const char *name; void (*fn)(void); } tests[] = {
 			{ "basic", t_basic }, { "sampled", t_sampled },
 			{ "threads", t_threads }, { "cxx", t_cxx },
-			{ "counters", t_counters }, { "fork", t_fork },
-			{ "exec", t_exec }, { "dormant", t_dormant },
+			{ "counters", t_counters }, { "countmix", t_countmix }, { "fork", t_fork },
+			{ "exec", t_exec }, { "exec_family", t_exec_family }, { "dormant", t_dormant },
 			{ "heap", t_heap }, { "bad_env", t_bad_env },
 			{ "realloc_fail", t_realloc_fail },
 			{ "system_preload", t_system_preload },
