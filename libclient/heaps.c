@@ -92,7 +92,7 @@ HP_EXPORT void heapprofd_report_alloc(int heap, const void *addr, size_t size)
 	count = hp_sampler_account(&h->smp, size, &exact);
 	interval = h->smp.interval;
 	pthread_mutex_unlock(&h->lock);
-	if (!count)
+	if (!count || hp_heap_off((uint32_t)heap))
 		return;
 	guard = t->in_hook;
 	t->in_hook = 1;

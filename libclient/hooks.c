@@ -218,6 +218,8 @@ static void record(void *p, size_t n, uint32_t count, int exact)
 {
 	uint64_t est = exact ? n : (uint64_t)count * hp_self.smp.interval;
 
+	if (hp_heap_off(HEAPPROFD_HEAP_MALLOC))
+		return;		/* not in the user's --heaps */
 	if (hp_write_alloc(p, n, bytes8_of(p) - 8, est,
 			   hp_self.smp.interval, count, HEAPPROFD_HEAP_MALLOC,
 			   exact))

@@ -65,6 +65,19 @@ struct hp_session {
 };
 
 extern struct hp_session hp_sess;
+
+/*
+ * Is heap id left out by the daemon (config.heaps_off, the user's --heaps)?
+ * Read straight from the control page at each sample, so it takes effect
+ * at once; any bit pattern there is valid.
+ */
+static inline int hp_heap_off(uint32_t id)
+{
+	if (!hp_sess.live || !hp_sess.ring.cfg || id > HEAPPROFD_HEAP_MAX)
+		return 0;
+	return (int)((__atomic_load_n(&hp_sess.ring.cfg->heaps_off[id / 64],
+				      __ATOMIC_RELAXED) >> (id % 64)) & 1);
+}
 /* The hot-path gate: non-zero while sampling. Points at the control page's
  * config.enabled while a ring is live, else at a static zero. */
 extern const volatile uint32_t *hp_gate;

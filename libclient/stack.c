@@ -65,6 +65,10 @@ void hp_stack_bounds(struct hp_thread *t)
 		t->stack_lo = 0;
 		t->stack_top = sp + 4096;
 	}
+	hp_debug("thread stack [%#llx, %#llx), %llu bytes above this frame",
+		 (unsigned long long)t->stack_lo, (unsigned long long)t->stack_top,
+		 (unsigned long long)(t->stack_top -
+				      (uint64_t)(uintptr_t)__builtin_frame_address(0)));
 }
 
 /*

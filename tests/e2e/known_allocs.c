@@ -12,6 +12,8 @@
  *                                 or, when the argument contains a '/', until the
  *                                 file STOP exists (the tests' way: no timing)
  *   known_allocs spin SECS|STOP   the same; both print "ready PID" first
+ *   known_allocs heaps            a custom heap "pool" (pool_site reports 16 MiB
+ *                                 to it) beside alloc_big's 32 MiB of malloc
  *
  * With a STOP file the program never exits on its own before the test says
  * so; a bound of STOP_SAFETY_S is only a safety net (then it exits 3 and
@@ -25,6 +27,9 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#define HEAPPROFD_CLIENT_WEAK	/* runs with and without the client */
+#include "libclient/include/heapprofd_client.h"
 
 #define NOINLINE __attribute__((noinline, noclone))
 #define MiB (1024UL * 1024)
@@ -64,6 +69,13 @@ SITE(parent_site)
 SITE(child_site)
 SITE(quick_site)
 
+/* 64 objects of 256 KiB carved from one arena, reported to heap id. */
+static NOINLINE void pool_site(int id, char *arena)
+{
+	for (int i = 0; i < 64; i++)
+		heapprofd_report_alloc(id, arena + (size_t)i * 256 * 1024, 256 * 1024);
+}
+
 static NOINLINE void loop_site(void)
 {
 	void *p = touch(malloc(4096), 4096);
@@ -95,6 +107,16 @@ int main(int argc, char **argv)
 		alloc_mid(8 * MiB, 1024);
 		alloc_small(1 * MiB, 256);
 		printf("alloc_big %lu\nalloc_mid %lu\nalloc_small %lu\n", 32 * MiB, 8 * MiB, 1 * MiB);
+	} else if (!strcmp(mode, "heaps")) {
+		char *arena = malloc(16 * MiB);
+		int id = heapprofd_register_heap ? heapprofd_register_heap("pool", 4096) : -1;
+
+		/* Let the daemon read the heap's announcement first (--heaps). */
+		sleep(1);
+		if (id >= 0 && arena)
+			pool_site(id, arena);
+		alloc_big(32 * MiB, 4096);
+		printf("pool_site %lu\nalloc_big %lu\n", 16 * MiB, 32 * MiB);
 	} else if (!strcmp(mode, "threads")) {
 		int n = argc > 2 ? atoi(argv[2]) : 4, i;
 		pthread_t t[64];
