@@ -8,15 +8,17 @@
 # machine's other load). A real heapprofd (socket transport, interval 1 GiB
 # for the sessions it accepts) serves the dormant and sampling runs.
 #
-#   bench/client/ab_libs.sh [-r RUNS] [-n PAIRS] NAME=LIB.so [NAME=LIB.so ...]
+#   bench/client/ab_libs.sh [-r RUNS] [-n PAIRS] [-t THREADS] NAME=LIB.so [NAME=LIB.so ...]
+#
+# With -t 2, each of 2 threads does PAIRS pairs (ns per pair per thread).
 #
 # Needs `make` (build/heapprofd) and `make -C libclient bench` (bench_client).
 set -eu
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 B=$ROOT/build/bench/client/bench_client
-RUNS=101 PAIRS=2000000
-while getopts r:n: o; do
-	case $o in r) RUNS=$OPTARG ;; n) PAIRS=$OPTARG ;; *) exit 2 ;; esac
+RUNS=101 PAIRS=2000000 THREADS=1
+while getopts r:n:t: o; do
+	case $o in r) RUNS=$OPTARG ;; n) PAIRS=$OPTARG ;; t) THREADS=$OPTARG ;; *) exit 2 ;; esac
 done
 shift $((OPTIND - 1))
 [ $# -ge 1 ] || { echo "usage: $0 [-r RUNS] [-n PAIRS] NAME=LIB.so ..." >&2; exit 2; }
@@ -26,7 +28,7 @@ trap 'kill $dpid 2>/dev/null; rm -rf "$dir"' EXIT
 	--transport socket -q -i 1073741824 2>/dev/null &
 dpid=$!
 for _ in $(seq 50); do [ -S "$dir/s.sock" ] && break; sleep 0.1; done
-one() { env "$@" "$B" ops "$PAIRS" 1 2>/dev/null | awk '/RESULT ns_per_pair/{print $3}'; }
+one() { env "$@" "$B" ops "$PAIRS" "$THREADS" 2>/dev/null | awk '/RESULT ns_per_pair/{print $3}'; }
 for _ in $(seq "$RUNS"); do
 	echo "none - $(one X=1)"
 	for nl in "$@"; do
@@ -36,7 +38,7 @@ for _ in $(seq "$RUNS"); do
 		echo "$name samp $(one LD_PRELOAD="$lib" HEAPPROFD_SOCKET="$dir/s.sock" HEAPPROFD_INTERVAL=1G)"
 	done
 done > "$dir/runs"
-echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); $RUNS runs of $PAIRS pairs each"
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); $RUNS runs of $PAIRS pairs each, $THREADS thread(s)"
 echo
 echo "| library | configuration | median | p10 | min | over no client: median / p10 / min |"
 echo "|---|---|---|---|---|---|"
