@@ -26,12 +26,17 @@
  *
  * The table: sets of HP_MEMO_WAYS entries chosen by a hash of (ip, sp),
  * most recently used first. Several call paths can share ip and sp (sibling
- * functions with equal frame sizes), hence the ways. One mutex guards it:
- * the thread that feeds records looks up, unwinder workers insert after a
- * miss; both are short.
+ * functions with equal frame sizes), hence the ways.
+ *
+ * Threads: the table belongs to the thread that feeds records (it looks up
+ * on every allocation record, so a lookup takes no lock). Unwinder workers
+ * hand new entries over through a short locked list that the owner takes
+ * in at its next lookup, and ask for a new generation with an atomic
+ * increment that the owner acts on (clearing the table) the same way.
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 
 #include "internal.h"
 
@@ -39,6 +44,7 @@
 #define HP_MEMO_WAYS	8
 
 struct memo_ent {
+	struct memo_ent *next;		/* on the incoming list */
 	uint64_t ip, sp;
 	uint32_t gen;
 	uint32_t regmask;		/* bit i: regs[i] was read */
@@ -51,11 +57,14 @@ struct memo_ent {
 };
 
 struct hp_memo {
-	pthread_mutex_t lock;
-	uint32_t gen;
+	uint32_t gen;			/* atomic: the current generation */
+	uint32_t table_gen;		/* owner: the generation the table holds */
+	pthread_mutex_t in_lock;	/* incoming */
+	struct memo_ent *incoming;	/* from workers, not in the table yet */
+	/* owner-written, read by anyone (stats) */
 	uint64_t hits, misses, inserts;
 	size_t bytes;
-	struct memo_ent *set[HP_MEMO_SETS][HP_MEMO_WAYS];
+	struct memo_ent *set[HP_MEMO_SETS][HP_MEMO_WAYS];	/* owner only */
 };
 
 struct hp_memo *hp_memo_new(void)
@@ -63,8 +72,19 @@ struct hp_memo *hp_memo_new(void)
 	struct hp_memo *m = calloc(1, sizeof(*m));
 
 	if (m)
-		pthread_mutex_init(&m->lock, NULL);
+		pthread_mutex_init(&m->in_lock, NULL);
 	return m;
+}
+
+/* Owner-written figures: one writer, so a store rather than a locked add. */
+static void bump(uint64_t *c, uint64_t d)
+{
+	__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + d, __ATOMIC_RELAXED);
+}
+
+static void bump_bytes(size_t *c, ssize_t d)
+{
+	__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + d, __ATOMIC_RELAXED);
 }
 
 static size_t ent_bytes(const struct memo_ent *e)
@@ -77,9 +97,20 @@ static void ent_free(struct hp_memo *m, struct memo_ent *e)
 {
 	if (!e)
 		return;
-	m->bytes -= ent_bytes(e);
+	bump_bytes(&m->bytes, -(ssize_t)ent_bytes(e));
 	hp_uframes_put(e->frames, e->nframes);
 	free(e);
+}
+
+static void free_list(struct memo_ent *e)
+{
+	while (e) {
+		struct memo_ent *next = e->next;
+
+		hp_uframes_put(e->frames, e->nframes);
+		free(e);
+		e = next;
+	}
 }
 
 static void clear(struct hp_memo *m)
@@ -96,19 +127,15 @@ void hp_memo_free(struct hp_memo *m)
 	if (!m)
 		return;
 	clear(m);
-	pthread_mutex_destroy(&m->lock);
+	free_list(m->incoming);
+	pthread_mutex_destroy(&m->in_lock);
 	free(m);
 }
 
 uint32_t hp_memo_new_gen(struct hp_memo *m)
 {
-	uint32_t g;
-
-	pthread_mutex_lock(&m->lock);
-	g = __atomic_add_fetch(&m->gen, 1, __ATOMIC_RELEASE);
-	clear(m);	/* nothing from the old snapshot is usable again */
-	pthread_mutex_unlock(&m->lock);
-	return g;
+	/* The owner clears the table at its next lookup. */
+	return __atomic_add_fetch(&m->gen, 1, __ATOMIC_ACQ_REL);
 }
 
 static unsigned set_of(uint64_t ip, uint64_t sp)
@@ -157,6 +184,45 @@ uint32_t hp_memo_gen(struct hp_memo *m)
 	return __atomic_load_n(&m->gen, __ATOMIC_ACQUIRE);
 }
 
+/* Owner: a new generation clears the table; then take in the entries the
+ * workers made since, those of the current generation only. */
+static void catch_up(struct hp_memo *m)
+{
+	uint32_t gen = __atomic_load_n(&m->gen, __ATOMIC_ACQUIRE);
+	struct memo_ent *e, *next;
+
+	if (gen != m->table_gen) {
+		clear(m);	/* nothing from the old snapshot is usable again */
+		m->table_gen = gen;
+	}
+	if (!__atomic_load_n(&m->incoming, __ATOMIC_ACQUIRE))
+		return;
+	pthread_mutex_lock(&m->in_lock);
+	e = m->incoming;
+	m->incoming = NULL;
+	pthread_mutex_unlock(&m->in_lock);
+	for (; e; e = next) {
+		struct memo_ent **set = m->set[set_of(e->ip, e->sp)];
+		int keep = e->gen == gen;
+
+		next = e->next;
+		/* Two misses of one path were in flight: keep one entry. */
+		for (int w = 0; keep && w < HP_MEMO_WAYS && set[w]; w++)
+			keep = !same(set[w], e);
+		if (!keep) {
+			hp_uframes_put(e->frames, e->nframes);
+			free(e);
+			continue;
+		}
+		/* The least recently used way goes; the new entry comes first. */
+		ent_free(m, set[HP_MEMO_WAYS - 1]);
+		memmove(&set[1], &set[0], (HP_MEMO_WAYS - 1) * sizeof(set[0]));
+		set[0] = e;
+		bump_bytes(&m->bytes, (ssize_t)ent_bytes(e));
+		bump(&m->inserts, 1);
+	}
+}
+
 int hp_memo_lookup(struct hp_memo *m, const struct heapprofd_rec_alloc *a,
 		   const uint8_t *stack, uint32_t stack_len, struct hp_uframe *out, int max)
 {
@@ -164,8 +230,7 @@ int hp_memo_lookup(struct hp_memo *m, const struct heapprofd_rec_alloc *a,
 	struct memo_ent **set = m->set[set_of(ip, sp)];
 	int n = -1;
 
-	/* Every entry is of the current generation: a new one clears them. */
-	pthread_mutex_lock(&m->lock);
+	catch_up(m);
 	for (int w = 0; w < HP_MEMO_WAYS && set[w]; w++) {
 		struct memo_ent *e = set[w];
 
@@ -183,18 +248,14 @@ int hp_memo_lookup(struct hp_memo *m, const struct heapprofd_rec_alloc *a,
 		}
 		break;
 	}
-	if (n < 0)
-		m->misses++;
-	else
-		m->hits++;
-	pthread_mutex_unlock(&m->lock);
+	bump(n < 0 ? &m->misses : &m->hits, 1);
 	return n;
 }
 
 void hp_memo_insert(struct hp_memo *m, uint32_t gen, const struct heapprofd_rec_alloc *a,
 		    const struct hp_utrace *t, const struct hp_uframe *f, int n)
 {
-	struct memo_ent *e, **set;
+	struct memo_ent *e;
 	size_t sz;
 
 	if (!t->ok || n <= 0)
@@ -225,33 +286,15 @@ void hp_memo_insert(struct hp_memo *m, uint32_t gen, const struct heapprofd_rec_
 		if (f[i].elf && (i == 0 || f[i].elf != f[i - 1].elf))
 			hp_elf_ref(f[i].elf);
 	}
-	set = m->set[set_of(e->ip, e->sp)];
-	pthread_mutex_lock(&m->lock);
-	/* Made from an old snapshot, or another worker got there first (two
-	 * misses of one path were in flight): drop it. */
-	for (int w = 0; gen == m->gen && w < HP_MEMO_WAYS && set[w]; w++)
-		if (same(set[w], e))
-			gen = m->gen + 1;
-	if (gen != m->gen) {
-		pthread_mutex_unlock(&m->lock);
-		hp_uframes_put(e->frames, e->nframes);
-		free(e);
-		return;
-	}
-	/* The least recently used way goes; the new entry comes first. */
-	ent_free(m, set[HP_MEMO_WAYS - 1]);
-	memmove(&set[1], &set[0], (HP_MEMO_WAYS - 1) * sizeof(set[0]));
-	set[0] = e;
-	m->bytes += sz;
-	m->inserts++;
-	pthread_mutex_unlock(&m->lock);
+	pthread_mutex_lock(&m->in_lock);
+	e->next = m->incoming;
+	__atomic_store_n(&m->incoming, e, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&m->in_lock);
 }
 
 void hp_memo_stats(struct hp_memo *m, uint64_t *hits, uint64_t *misses, size_t *bytes)
 {
-	pthread_mutex_lock(&m->lock);
-	*hits = m->hits;
-	*misses = m->misses;
-	*bytes = sizeof(*m) + m->bytes;
-	pthread_mutex_unlock(&m->lock);
+	*hits = __atomic_load_n(&m->hits, __ATOMIC_RELAXED);
+	*misses = __atomic_load_n(&m->misses, __ATOMIC_RELAXED);
+	*bytes = sizeof(*m) + __atomic_load_n(&m->bytes, __ATOMIC_RELAXED);
 }

@@ -111,7 +111,7 @@ struct hp_proc {
 	struct hp_proc *next, *prev;
 	struct hp_unwinder **unw;	/* [nworkers]; unw[i] touched by worker i only */
 	struct hp_memo *memo;		/* unwinds remembered (memo.c) */
-	pthread_mutex_t pend_lock;	/* jobs for the books, not handed over yet */
+	/* feeding thread: jobs for the books, not handed over yet */
 	struct job *pend_head, *pend_tail;
 	unsigned npend;
 	pthread_mutex_t pool_lock;	/* small jobs handed back (pool, npool) */
@@ -303,7 +303,6 @@ static void proc_put(struct hp_proc *pr)
 	free_chain(pr->pool_ret);
 	pthread_mutex_destroy(&pr->pool_lock);
 	pthread_mutex_destroy(&pr->lock);
-	pthread_mutex_destroy(&pr->pend_lock);
 	hp_memo_free(pr->memo);
 	free(pr->unw);
 	free(pr->reloads_w);
@@ -677,7 +676,6 @@ struct hp_proc *hp_proc_new(struct hp_pipeline *p, const struct hp_proc_info *in
 			*c = '?';
 	clock_gettime(CLOCK_REALTIME, &pr->start);
 	pthread_mutex_init(&pr->lock, NULL);
-	pthread_mutex_init(&pr->pend_lock, NULL);
 	pthread_mutex_init(&pr->pool_lock, NULL);
 	pr->refs = 1 + n;
 	pr->unw = calloc(n, sizeof(*pr->unw));
@@ -703,8 +701,7 @@ struct hp_proc *hp_proc_new(struct hp_pipeline *p, const struct hp_proc_info *in
 			hp_unwinder_free(pr->unw[i]);
 		hp_books_free(pr->books);
 		pthread_mutex_destroy(&pr->lock);
-		pthread_mutex_destroy(&pr->pend_lock);
-		pthread_mutex_destroy(&pr->pool_lock);
+			pthread_mutex_destroy(&pr->pool_lock);
 		free(pr->unw);
 		free(pr->reloads_w);
 		free(pr->unw_mem_w);
@@ -730,7 +727,6 @@ static void books_push(struct hp_proc *pr, struct job *j, int flush)
 {
 	struct job *head = NULL, *tail = NULL;
 
-	pthread_mutex_lock(&pr->pend_lock);
 	if (j) {
 		j->next = NULL;
 		if (pr->pend_tail)
@@ -746,7 +742,6 @@ static void books_push(struct hp_proc *pr, struct job *j, int flush)
 		pr->pend_head = pr->pend_tail = NULL;
 		pr->npend = 0;
 	}
-	pthread_mutex_unlock(&pr->pend_lock);
 	if (head)
 		q_push_chain(&pr->p->books, head, tail);
 }

@@ -49,6 +49,10 @@ struct hp_proc_info {
 struct hp_proc *hp_proc_new(struct hp_pipeline *p, const struct hp_proc_info *info);
 
 /*
+ * One thread at a time feeds a process and asks for its dumps, syncs and
+ * end (the daemon's event loop): the memo and the batch for the books
+ * belong to that thread and take no locks.
+ *
  * Validate one record (every field is treated as hostile), copy it and
  * queue it. Returns 0, or -1 with a reason in why: the caller ends the
  * session. Backpressure: while more than 8 MiB of this process's records
