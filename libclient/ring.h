@@ -34,6 +34,8 @@ struct hp_ring {
 	uint64_t mask;
 	uint32_t ctl_size;
 	uint64_t chead;		/* consumer: its own head */
+	uint64_t ctail;		/* consumer: tail as last read (a lower bound) */
+	uint64_t head_hint;	/* producers: head as last read (a lower bound) */
 	void *map;		/* whole mapping */
 	size_t map_len;
 };
@@ -160,6 +162,8 @@ static inline int hp_ring_open(struct hp_ring *r, void *map, size_t map_len)
 	if (tail - head > r->size)
 		return -EINVAL;
 	r->chead = head;
+	r->ctail = head;
+	r->head_hint = head;
 	return 0;
 }
 
@@ -216,11 +220,21 @@ hp_ring_reserve(struct hp_ring *r, uint32_t len, uint16_t type)
 		return NULL;
 	t = __atomic_load_n(&r->prod->tail, __ATOMIC_RELAXED);
 	do {
-		head = __atomic_load_n(&r->cons->head, __ATOMIC_ACQUIRE);
-		if (t - head > r->size)	/* also catches head > t */
-			return NULL;
-		if (t + len - head > r->size)
-			return NULL;
+		/*
+		 * head only grows, so an old value can only make the ring look
+		 * fuller than it is: the shared head (a line the consumer
+		 * writes after every record) is read only when the hint says
+		 * the record might not fit.
+		 */
+		head = __atomic_load_n(&r->head_hint, __ATOMIC_RELAXED);
+		if (t - head > r->size || t + len - head > r->size) {
+			head = __atomic_load_n(&r->cons->head, __ATOMIC_ACQUIRE);
+			__atomic_store_n(&r->head_hint, head, __ATOMIC_RELAXED);
+			if (t - head > r->size)	/* also catches head > t */
+				return NULL;
+			if (t + len - head > r->size)
+				return NULL;
+		}
 	} while (!__atomic_compare_exchange_n(&r->prod->tail, &t, t + len, 1,
 					      __ATOMIC_ACQ_REL,
 					      __ATOMIC_RELAXED));
@@ -331,22 +345,38 @@ static inline enum hp_ring_status
 hp_ring_peek(struct hp_ring *r, const struct heapprofd_rec_hdr **rec, uint32_t *len)
 {
 	for (;;) {
-		uint64_t t = __atomic_load_n(&r->prod->tail, __ATOMIC_ACQUIRE);
+		/*
+		 * tail is read only when the last value read says there is
+		 * nothing more (or too little for the record at head): then
+		 * producers find the line of tail still in their caches when
+		 * they reserve. A record is known by its commit word.
+		 */
+		uint64_t t = r->ctail;
 		uint64_t h = r->chead;
 		const struct heapprofd_rec_hdr *p;
 		union hp_commit c;
 		uint32_t n;
 
 		*len = 0;
-		if (t == h)
-			return HP_RING_EMPTY;
-		if (t - h > r->size)
-			return HP_RING_CORRUPT;
+		if (t == h || t - h > r->size) {
+			t = __atomic_load_n(&r->prod->tail, __ATOMIC_ACQUIRE);
+			r->ctail = t;
+			if (t == h)
+				return HP_RING_EMPTY;
+			if (t - h > r->size)
+				return HP_RING_CORRUPT;
+		}
 		p = (const struct heapprofd_rec_hdr *)(r->data + (h & r->mask));
 		c.word = __atomic_load_n((const uint64_t *)p, __ATOMIC_ACQUIRE);
 		if (c.stamp != HEAPPROFD_REC_STAMP(h))
 			return HP_RING_NOT_READY;
 		n = c.len & HEAPPROFD_REC_LEN_MASK;
+		if (n > t - h) {
+			t = __atomic_load_n(&r->prod->tail, __ATOMIC_ACQUIRE);
+			r->ctail = t;
+			if (t - h > r->size)
+				return HP_RING_CORRUPT;
+		}
 		if (n < sizeof(*p) || n % HEAPPROFD_REC_ALIGN || n > t - h)
 			return HP_RING_CORRUPT;
 		*len = n;

@@ -28,7 +28,7 @@
 #include <linux/const.h>
 
 #define HEAPPROFD_DEVICE_NAME	"heapprofd"	/* /dev/heapprofd */
-#define HEAPPROFD_ABI_VERSION	1
+#define HEAPPROFD_ABI_VERSION	2
 #define HEAPPROFD_CTL_MAGIC	0x48505244	/* "HPRD" */
 
 /*
@@ -108,7 +108,11 @@ struct heapprofd_producer {
 };
 
 /*
- * The consumer's cache line. head is the number of bytes consumed.
+ * The consumer's two cache lines. head is the number of bytes consumed; the
+ * consumer stores it after every record. sleeping has a line of its own:
+ * producers read it after every commit and the consumer writes it only when
+ * it goes to sleep or wakes, so it stays in the producers' caches instead of
+ * being pulled across with every store to head.
  *
  * sleeping is 0 while the consumer is awake. Before it sleeps in poll() the
  * consumer stores a watermark there (at least 1: the number of unread bytes
@@ -122,9 +126,10 @@ struct heapprofd_producer {
  */
 struct heapprofd_consumer {
 	__u64 head;
+	__u64 resv0[7];
 	__u32 sleeping;
-	__u32 resv0;
-	__u64 resv[6];
+	__u32 resv1;
+	__u64 resv[7];
 };
 
 /*
