@@ -141,7 +141,7 @@ struct hp_proc {
 	 * other's line away on every record.
 	 */
 	struct {
-		uint64_t feed_no;	/* atomic: numbers handed out */
+		uint64_t feed_no;	/* numbers handed out */
 		unsigned rr;		/* round robin over workers */
 		uint64_t fed, queued_in;
 	} f __attribute__((aligned(64)));
@@ -719,7 +719,12 @@ struct hp_proc *hp_proc_new(struct hp_pipeline *p, const struct hp_proc_info *in
 
 static uint64_t next_feed(struct hp_proc *pr)
 {
-	return __atomic_fetch_add(&pr->f.feed_no, 1, __ATOMIC_RELAXED);
+	uint64_t n = pr->f.feed_no;
+
+	/* One thread numbers a process's jobs (pipeline.h): no locked add,
+	 * which would also wait for the job's stores to drain. */
+	__atomic_store_n(&pr->f.feed_no, n + 1, __ATOMIC_RELAXED);
+	return n;
 }
 
 /* A job for the books, batched (j NULL: just flush). */
