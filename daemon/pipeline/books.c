@@ -335,7 +335,7 @@ static void expire_pending(struct hp_books *b)
 }
 
 void hp_books_alloc(struct hp_books *b, const struct heapprofd_rec_alloc *a,
-		    struct hp_uframe *frames, int nframes)
+		    struct hp_uframe *frames, int nframes, int borrowed)
 {
 	struct heap *h = get_heap(b, a->heap_id);
 	struct node *n;
@@ -439,7 +439,8 @@ found:
 		b->peak_gen++;
 	}
 out:
-	hp_uframes_put(frames, nframes);
+	if (!borrowed)
+		hp_uframes_put(frames, nframes);
 }
 
 void hp_books_free_rec(struct hp_books *b, const struct heapprofd_rec_free *f)

@@ -223,8 +223,16 @@ void hp_memo_free(struct hp_memo *m);
 /* The maps changed: forget everything; returns the new generation. */
 uint32_t hp_memo_new_gen(struct hp_memo *m);
 uint32_t hp_memo_gen(struct hp_memo *m);
-/* Frames (references taken) if a remembered unwind reads the same inputs
- * in this sample; -1 otherwise. */
+/*
+ * Owner: before a lookup, fed is the next feed number to be handed out and
+ * applied the number below which the books have applied every job; entries
+ * the memo let go of are freed once no job fed while they were in the
+ * table can still be using their frames.
+ */
+void hp_memo_tick(struct hp_memo *m, uint64_t fed, uint64_t applied);
+/* Frames if a remembered unwind reads the same inputs in this sample; -1
+ * otherwise. The frames are borrowed: no references are taken (see
+ * hp_memo_tick). */
 int hp_memo_lookup(struct hp_memo *m, const struct heapprofd_rec_alloc *a,
 		   const uint8_t *stack, uint32_t stack_len, struct hp_uframe *out, int max);
 /* Remember an unwind of a sample fed in generation gen (dropped if the
@@ -332,8 +340,9 @@ int hp_write_file(const char *path, int (*fn)(const struct hp_prof *, int, FILE 
 struct hp_books;
 struct hp_books *hp_books_new(int dump_at_max);
 void hp_books_free(struct hp_books *b);
+/* Takes the frames' references, unless borrowed (from the memo: memo.c). */
 void hp_books_alloc(struct hp_books *b, const struct heapprofd_rec_alloc *a,
-		    struct hp_uframe *frames, int nframes);	/* takes the refs */
+		    struct hp_uframe *frames, int nframes, int borrowed);
 void hp_books_free_rec(struct hp_books *b, const struct heapprofd_rec_free *f);
 void hp_books_heap(struct hp_books *b, const struct heapprofd_rec_heap *h);
 /* which: HP_DUMP_NOW or HP_DUMP_PEAK */

@@ -44,7 +44,8 @@
 #define HP_MEMO_WAYS	8
 
 struct memo_ent {
-	struct memo_ent *next;		/* on the incoming list */
+	struct memo_ent *next;		/* on the incoming or the retired list */
+	uint64_t retire_at;		/* retired: the feed number then */
 	uint64_t ip, sp;
 	uint32_t gen;
 	uint32_t regmask;		/* bit i: regs[i] was read */
@@ -61,6 +62,9 @@ struct hp_memo {
 	uint32_t table_gen;		/* owner: the generation the table holds */
 	pthread_mutex_t in_lock;	/* incoming */
 	struct memo_ent *incoming;	/* from workers, not in the table yet */
+	/* owner: out of the table, freed once the books are past them */
+	struct memo_ent *retired, *retired_tail;
+	uint64_t fed;			/* owner: hp_memo_tick's fed */
 	/* owner-written, read by anyone (stats) */
 	uint64_t hits, misses, inserts;
 	size_t bytes;
@@ -95,11 +99,39 @@ static size_t ent_bytes(const struct memo_ent *e)
 
 static void ent_free(struct hp_memo *m, struct memo_ent *e)
 {
-	if (!e)
-		return;
 	bump_bytes(&m->bytes, -(ssize_t)ent_bytes(e));
 	hp_uframes_put(e->frames, e->nframes);
 	free(e);
+}
+
+/*
+ * Out of the table. Jobs fed until now may hold its frames (borrowed, not
+ * referenced): it is freed when the books have applied all of them.
+ */
+static void ent_retire(struct hp_memo *m, struct memo_ent *e)
+{
+	if (!e)
+		return;
+	e->retire_at = m->fed;
+	e->next = NULL;
+	if (m->retired_tail)
+		m->retired_tail->next = e;
+	else
+		m->retired = e;
+	m->retired_tail = e;
+}
+
+void hp_memo_tick(struct hp_memo *m, uint64_t fed, uint64_t applied)
+{
+	m->fed = fed;
+	while (m->retired && m->retired->retire_at <= applied) {
+		struct memo_ent *e = m->retired;
+
+		m->retired = e->next;
+		if (!m->retired)
+			m->retired_tail = NULL;
+		ent_free(m, e);
+	}
 }
 
 static void free_list(struct memo_ent *e)
@@ -117,7 +149,7 @@ static void clear(struct hp_memo *m)
 {
 	for (unsigned s = 0; s < HP_MEMO_SETS; s++)
 		for (int w = 0; w < HP_MEMO_WAYS; w++) {
-			ent_free(m, m->set[s][w]);
+			ent_retire(m, m->set[s][w]);
 			m->set[s][w] = NULL;
 		}
 }
@@ -126,7 +158,9 @@ void hp_memo_free(struct hp_memo *m)
 {
 	if (!m)
 		return;
+	/* The process is gone: no job is left to use any frames. */
 	clear(m);
+	hp_memo_tick(m, 0, UINT64_MAX);
 	free_list(m->incoming);
 	pthread_mutex_destroy(&m->in_lock);
 	free(m);
@@ -215,7 +249,7 @@ static void catch_up(struct hp_memo *m)
 			continue;
 		}
 		/* The least recently used way goes; the new entry comes first. */
-		ent_free(m, set[HP_MEMO_WAYS - 1]);
+		ent_retire(m, set[HP_MEMO_WAYS - 1]);
 		memmove(&set[1], &set[0], (HP_MEMO_WAYS - 1) * sizeof(set[0]));
 		set[0] = e;
 		bump_bytes(&m->bytes, (ssize_t)ent_bytes(e));
@@ -241,11 +275,7 @@ int hp_memo_lookup(struct hp_memo *m, const struct heapprofd_rec_alloc *a,
 		memmove(&set[1], &set[0], w * sizeof(set[0]));
 		set[0] = e;
 		n = e->nframes;
-		for (int i = 0; i < n; i++) {
-			out[i] = e->frames[i];
-			if (out[i].elf && (i == 0 || out[i].elf != out[i - 1].elf))
-				hp_elf_ref(out[i].elf);
-		}
+		memcpy(out, e->frames, n * sizeof(*out));	/* borrowed */
 		break;
 	}
 	bump(n < 0 ? &m->misses : &m->hits, 1);

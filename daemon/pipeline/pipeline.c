@@ -147,6 +147,7 @@ struct hp_proc {
 	} f __attribute__((aligned(64)));
 	struct {
 		uint64_t accounted, queued_out, unwind_errors, frames;
+		uint64_t applied;	/* every feed number below it is applied */
 		uint64_t live, unmatched, books_mem;
 	} b __attribute__((aligned(64)));
 };
@@ -425,7 +426,8 @@ static void books_rec(struct job *j)
 			bump(&pr->b.frames, j->nframes);
 			if (j->nframes <= 1)
 				bump(&pr->b.unwind_errors, 1);
-			hp_books_alloc(pr->books, ps.alloc, j->frames, j->nframes);
+			hp_books_alloc(pr->books, ps.alloc, j->frames, j->nframes,
+				       j->memo_hit);
 			j->nframes = 0;
 			break;
 		case HEAPPROFD_REC_FREE:
@@ -556,9 +558,13 @@ static void *books_main(void *arg)
 			continue;
 		}
 		for (;;) {
-			pr->books_next++;
+			uint64_t f = pr->books_next++;
+
 			if (books_apply(j))
-				break;
+				break;	/* the process is gone */
+			/* Every job fed before f + 1 is applied (memo.c frees
+			 * the frames they borrowed after this). */
+			__atomic_store_n(&pr->b.applied, f + 1, __ATOMIC_RELEASE);
 			j = hp_hmap_del(&pr->reorder, pr->books_next, 0);
 			if (!j)
 				break;
@@ -769,6 +775,8 @@ static struct job *memo_job(struct hp_proc *pr, const struct hp_parsed *ps)
 	struct job *j;
 	int n;
 
+	hp_memo_tick(pr->memo, pr->f.feed_no,
+		     __atomic_load_n(&pr->b.applied, __ATOMIC_ACQUIRE));
 	n = hp_memo_lookup(pr->memo, ps->alloc, ps->stack, ps->stack_len,
 			   fr, pr->p->max_frames);
 	if (n < 0)
@@ -780,10 +788,8 @@ static struct job *memo_job(struct hp_proc *pr, const struct hp_parsed *ps)
 		if (j)
 			memset(j, 0, sizeof(*j));
 	}
-	if (!j) {
-		hp_uframes_put(fr, n);
-		return NULL;
-	}
+	if (!j)
+		return NULL;	/* the frames were borrowed: nothing to give back */
 	memcpy(j->rec, ps->alloc, sizeof(*ps->alloc));
 	j->len = hdr;
 	j->memo_hit = 1;
