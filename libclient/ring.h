@@ -226,10 +226,16 @@ hp_ring_reserve(struct hp_ring *r, uint32_t len, uint16_t type)
 		 * writes after every record) is read only when the hint says
 		 * the record might not fit.
 		 */
-		head = __atomic_load_n(&r->head_hint, __ATOMIC_RELAXED);
+		/*
+		 * Acquire/release on the hint too: the producer that read head
+		 * passes on the consumer's zeroing of the space below it
+		 * (otherwise another thread could write there before those
+		 * zeroes are visible to it, on a weakly ordered machine).
+		 */
+		head = __atomic_load_n(&r->head_hint, __ATOMIC_ACQUIRE);
 		if (t - head > r->size || t + len - head > r->size) {
 			head = __atomic_load_n(&r->cons->head, __ATOMIC_ACQUIRE);
-			__atomic_store_n(&r->head_hint, head, __ATOMIC_RELAXED);
+			__atomic_store_n(&r->head_hint, head, __ATOMIC_RELEASE);
 			if (t - head > r->size)	/* also catches head > t */
 				return NULL;
 			if (t + len - head > r->size)
