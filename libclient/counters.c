@@ -75,6 +75,8 @@ static void thread_exit(void *arg)
 
 void hp_counters_register(struct hp_thread *t)
 {
+	if (__atomic_load_n(&t->registered, __ATOMIC_RELAXED))
+		return;		/* its first free did it already */
 	pthread_mutex_lock(&reg_lock);
 	if (!exit_key_ok)
 		exit_key_ok = !pthread_key_create(&exit_key, thread_exit) ? 1 : -1;

@@ -304,9 +304,23 @@ static void *mix_thr(void *arg)
 	return NULL;
 }
 
+/* A thread that only frees (blocks another thread allocated): its frees
+ * count too, although it never allocates. */
+struct freeonly { struct mix *m; void **blocks; int n; };
+
+static void *freeonly_thr(void *arg)
+{
+	struct freeonly *f = arg;
+
+	for (int i = 0; i < f->n; i++)
+		mix_free(f->m, f->blocks[i]);
+	return NULL;
+}
+
 static int mode_countmix(int n)
 {
-	struct mix m[2];
+	struct mix m[3];
+	struct freeonly fo;
 	pthread_t th;
 
 	memset(m, 0, sizeof(m));
@@ -314,8 +328,19 @@ static int mode_countmix(int n)
 	pthread_create(&th, NULL, mix_thr, &m[1]);
 	mix_thr(&m[0]);
 	pthread_join(th, NULL);
+	fo.m = &m[2];
+	fo.n = n;
+	fo.blocks = malloc(n * sizeof(void *));
+	mix_alloc(&m[0], fo.blocks);
+	for (int i = 0; i < n; i++) {
+		fo.blocks[i] = malloc(48 + (size_t)i % 100);
+		mix_alloc(&m[0], fo.blocks[i]);
+	}
+	pthread_create(&th, NULL, freeonly_thr, &fo);
+	pthread_join(th, NULL);
+	mix_free(&m[0], fo.blocks);
 	printf("mix %llu %llu %llu %llu\n", m[0].ac + m[1].ac, m[0].ab + m[1].ab,
-	       m[0].fc + m[1].fc, m[0].fb + m[1].fb);
+	       m[0].fc + m[1].fc + m[2].fc, m[0].fb + m[1].fb + m[2].fb);
 	return 0;
 }
 
