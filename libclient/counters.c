@@ -62,6 +62,7 @@ static void thread_exit(void *arg)
 
 	hp_counters_publish(t);
 	pthread_mutex_lock(&reg_lock);
+	t->exited = 1;
 	__atomic_store_n(&t->registered, 0, __ATOMIC_RELAXED);
 	if (t->prev)
 		t->prev->next = t->next;

@@ -386,27 +386,28 @@ __attribute__((noinline, cold)) static void slow_free(void *p)
 	t->in_hook = guard;
 }
 
-/* Everything a free does besides handing the block back. */
 /*
  * A thread's first free: a thread that frees but has not allocated (a
  * consumer of another thread's blocks) is not in the registry yet, and its
  * counts would never be published. Mallocs register through the slow path
- * (a new thread's countdown starts at 0).
+ * (a new thread's countdown starts at 0). A thread past its exit handler
+ * stays out.
  */
 __attribute__((noinline, cold)) static void first_free(struct hp_thread *t)
 {
-	if (t->registered || t->in_hook || t->resolving)
+	if (t->registered || t->exited || t->in_hook || t->resolving)
 		return;
 	t->in_hook = 1;
 	hp_counters_register(t);
 	t->in_hook = 0;
 }
 
+/* Everything a free does besides handing the block back. */
 static inline void account_free(void *p)
 {
 	struct hp_thread *t = &hp_self;
 
-	if (unlikely(!t->free_calls))
+	if (unlikely(!t->registered))
 		first_free(t);
 	t->free_calls++;
 	t->free_bytes8 += bytes8_of(p);
@@ -512,10 +513,14 @@ static inline __attribute__((always_inline)) void *malloc_fast(size_t n)
 	return p;
 }
 
-/* free_fast's rare part: some sampled block is alive, is this one? */
-__attribute__((noinline, cold)) static void free_fast_lookup(void *p)
+/* free_fast's rare part: the thread's first free, or some sampled block
+ * is alive: is this one? */
+__attribute__((noinline, cold)) static void free_fast_rare(void *p)
 {
-	if (hp_freeset_filter(&hp_fs_malloc, (uint64_t)(uintptr_t)p))
+	if (!hp_self.registered)
+		first_free(&hp_self);
+	if (__atomic_load_n(&hp_fs_malloc.nlive, __ATOMIC_RELAXED) &&
+	    hp_freeset_filter(&hp_fs_malloc, (uint64_t)(uintptr_t)p))
 		slow_free(p);
 	r_free(p);
 }
@@ -524,12 +529,11 @@ __attribute__((noinline, cold)) static void free_fast_lookup(void *p)
 static inline __attribute__((always_inline)) void free_fast(void *p)
 {
 	if (likely(p)) {
-		if (unlikely(!hp_self.free_calls))
-			first_free(&hp_self);
 		hp_self.free_calls++;
 		hp_self.free_bytes8 += glibc_bytes8(p);
-		if (unlikely(__atomic_load_n(&hp_fs_malloc.nlive, __ATOMIC_RELAXED)))
-			return free_fast_lookup(p);
+		if (unlikely(__atomic_load_n(&hp_fs_malloc.nlive, __ATOMIC_RELAXED) ||
+			     !hp_self.registered))
+			return free_fast_rare(p);
 	}
 	r_free(p);
 }

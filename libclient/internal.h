@@ -131,6 +131,7 @@ struct hp_thread {
 	uint32_t interval_gen;
 	int inited;
 	int registered;			/* in the registry: published at exit */
+	int exited;			/* its exit handler ran: stays out */
 	int in_hook;			/* reentrancy guard */
 	int resolving;			/* inside dlsym bootstrap */
 	uint32_t tid;
