@@ -209,8 +209,10 @@ static void move_numbered(const char *prefix, const char *to)
 	if (glob(pat, GLOB_NOSORT, NULL, &g))
 		return;
 	for (size_t i = 0; i < g.gl_pathc; i++) {
-		if (!numbered_suffix(g.gl_pathv[i] + plen))
-			continue;	/* PREFIX.PID.N.*: an image moved before */
+		/* The prefix itself may hold glob characters: only its own files. */
+		if (strncmp(g.gl_pathv[i], prefix, plen) ||
+		    !numbered_suffix(g.gl_pathv[i] + plen))
+			continue;	/* or PREFIX.PID.N.*: an image moved before */
 		snprintf(dst, sizeof(dst), "%s%s", to, g.gl_pathv[i] + plen);
 		if (rename(g.gl_pathv[i], dst) < 0 && errno != ENOENT)
 			hpd_log(HPD_WARN, "rename %s: %s", g.gl_pathv[i], strerror(errno));
