@@ -14,6 +14,8 @@
 #include <emmintrin.h>
 #include <pthread.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/syscall.h>
 
 #include "internal.h"
 #include "stack.h"
@@ -29,15 +31,32 @@
 extern void *__libc_stack_end;
 #define HP_MAIN_STACK_MARGIN 64
 
+/*
+ * The main thread is known by its tid (== pid), not by where
+ * pthread_getattr_np says its stack ends: that comes from a parse of
+ * /proc/self/maps and is the end of the mapping, which the cap replaces
+ * anyway (and once in a while, in CI, it did not contain
+ * __libc_stack_end + 64, so the cap was skipped).
+ */
 static void cap_main_stack(struct hp_thread *t)
 {
 	uint64_t end = (uint64_t)(uintptr_t)__libc_stack_end;
+	uint64_t here = (uint64_t)(uintptr_t)__builtin_frame_address(0);
 
-	if (!end || end < t->stack_lo || end >= t->stack_top)
-		return;		/* not the main thread's stack */
+	/*
+	 * Within 64 MiB above this frame, too: a fork child whose forking
+	 * thread was not the main one has tid == pid on another stack, and
+	 * thread stacks lie far below the main one (at least 128 MiB: the
+	 * kernel's gap below the stack for mmap). A deeper main stack simply
+	 * keeps the uncapped top.
+	 */
+	if (!end || end <= here || end - here > (64ULL << 20) ||
+	    (pid_t)syscall(SYS_gettid) != getpid())
+		return;		/* not the main thread */
 	end = (end + HP_MAIN_STACK_MARGIN + 7) & ~7ULL;
-	if (end < t->stack_top)
-		t->stack_top = end;
+	t->stack_top = end;
+	if (t->stack_lo >= end)
+		t->stack_lo = 0;
 }
 
 /* Once per thread: where does its stack end? */
@@ -53,7 +72,6 @@ void hp_stack_bounds(struct hp_thread *t)
 		if (!pthread_attr_getstack(&a, &addr, &size) && addr && size) {
 			t->stack_lo = (uint64_t)(uintptr_t)addr;
 			t->stack_top = t->stack_lo + size;
-			cap_main_stack(t);
 		}
 		pthread_attr_destroy(&a);
 	}
@@ -65,6 +83,7 @@ void hp_stack_bounds(struct hp_thread *t)
 		t->stack_lo = 0;
 		t->stack_top = sp + 4096;
 	}
+	cap_main_stack(t);
 	hp_debug("thread stack [%#llx, %#llx), %llu bytes above this frame",
 		 (unsigned long long)t->stack_lo, (unsigned long long)t->stack_top,
 		 (unsigned long long)(t->stack_top -
