@@ -29,6 +29,15 @@
 #define HP_DEFAULT_MAX_FRAMES	128
 #define HP_MAX_FRAMES_LIMIT	512
 
+/*
+ * A counter with one writer, read by other threads: a store, not a locked
+ * read-modify-write (release, so a reader that sees it sees what came before).
+ */
+static inline void hp_bump(uint64_t *c, uint64_t d)
+{
+	__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + d, __ATOMIC_RELEASE);
+}
+
 /* ---- parse.c ---------------------------------------------------------- */
 
 struct hp_parsed {

@@ -36,7 +36,6 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <sys/types.h>
 
 #include "internal.h"
 
@@ -67,7 +66,7 @@ struct hp_memo {
 	uint64_t fed;			/* owner: hp_memo_tick's fed */
 	/* owner-written, read by anyone (stats) */
 	uint64_t hits, misses, inserts;
-	size_t bytes;
+	uint64_t bytes;
 	struct memo_ent *set[HP_MEMO_SETS][HP_MEMO_WAYS];	/* owner only */
 };
 
@@ -80,16 +79,6 @@ struct hp_memo *hp_memo_new(void)
 	return m;
 }
 
-/* Owner-written figures: one writer, so a store rather than a locked add. */
-static void bump(uint64_t *c, uint64_t d)
-{
-	__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + d, __ATOMIC_RELAXED);
-}
-
-static void bump_bytes(size_t *c, ssize_t d)
-{
-	__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + d, __ATOMIC_RELAXED);
-}
 
 static size_t ent_bytes(const struct memo_ent *e)
 {
@@ -99,7 +88,7 @@ static size_t ent_bytes(const struct memo_ent *e)
 
 static void ent_free(struct hp_memo *m, struct memo_ent *e)
 {
-	bump_bytes(&m->bytes, -(ssize_t)ent_bytes(e));
+	hp_bump(&m->bytes, -(uint64_t)ent_bytes(e));
 	hp_uframes_put(e->frames, e->nframes);
 	free(e);
 }
@@ -252,8 +241,8 @@ static void catch_up(struct hp_memo *m)
 		ent_retire(m, set[HP_MEMO_WAYS - 1]);
 		memmove(&set[1], &set[0], (HP_MEMO_WAYS - 1) * sizeof(set[0]));
 		set[0] = e;
-		bump_bytes(&m->bytes, (ssize_t)ent_bytes(e));
-		bump(&m->inserts, 1);
+		hp_bump(&m->bytes, ent_bytes(e));
+		hp_bump(&m->inserts, 1);
 	}
 }
 
@@ -278,7 +267,7 @@ int hp_memo_lookup(struct hp_memo *m, const struct heapprofd_rec_alloc *a,
 		memcpy(out, e->frames, n * sizeof(*out));	/* borrowed */
 		break;
 	}
-	bump(n < 0 ? &m->misses : &m->hits, 1);
+	hp_bump(n < 0 ? &m->misses : &m->hits, 1);
 	return n;
 }
 

@@ -136,7 +136,7 @@ struct hp_proc {
 	struct timespec start;
 	/*
 	 * Counters, each with a single writer (the feeding thread or the
-	 * books thread: bump()), read by anyone; the two writers' counters
+	 * books thread: hp_bump()), read by anyone; the two writers' counters
 	 * on lines of their own, so that neither thread's stores pull the
 	 * other's line away on every record.
 	 */
@@ -151,12 +151,6 @@ struct hp_proc {
 		uint64_t live, unmatched, books_mem;
 	} b __attribute__((aligned(64)));
 };
-
-/* A counter with one writer: a store, not a locked read-modify-write. */
-static inline void bump(uint64_t *c, uint64_t d)
-{
-	__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + d, __ATOMIC_RELEASE);
-}
 
 static uint64_t queued_bytes(struct hp_proc *pr)
 {
@@ -423,9 +417,9 @@ static void books_rec(struct job *j)
 	if (j->memo_hit || !hp_parse_record(j->rec, j->len, &ps, NULL, 0)) {
 		switch (ps.type) {
 		case HEAPPROFD_REC_ALLOC:
-			bump(&pr->b.frames, j->nframes);
+			hp_bump(&pr->b.frames, j->nframes);
 			if (j->nframes <= 1)
-				bump(&pr->b.unwind_errors, 1);
+				hp_bump(&pr->b.unwind_errors, 1);
 			hp_books_alloc(pr->books, ps.alloc, j->frames, j->nframes,
 				       j->memo_hit);
 			j->nframes = 0;
@@ -446,8 +440,8 @@ static void books_rec(struct job *j)
 	/* Figures for `sessions`: now and then, and at every sync and dump. */
 	if (!(pr->b.accounted & 63))
 		publish_stats(pr);
-	bump(&pr->b.queued_out, j->len);
-	bump(&pr->b.accounted, 1);
+	hp_bump(&pr->b.queued_out, j->len);
+	hp_bump(&pr->b.accounted, 1);
 }
 
 static void books_dump(struct job *j)
@@ -850,8 +844,8 @@ int hp_proc_feed(struct hp_proc *pr, const void *rec, size_t len, char *why,
 		hp_proc_flush(pr);
 		usleep(200);
 	}
-	bump(&pr->f.queued_in, j->len);
-	bump(&pr->f.fed, 1);
+	hp_bump(&pr->f.queued_in, j->len);
+	hp_bump(&pr->f.fed, 1);
 	if (ps.type == HEAPPROFD_REC_MAPS) {
 		/* Every worker rereads before it unwinds anything fed later. */
 		for (i = 0; i < p->nworkers; i++) {
