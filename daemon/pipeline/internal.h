@@ -239,11 +239,13 @@ uint32_t hp_memo_gen(struct hp_memo *m);
  * table can still be using their frames.
  */
 void hp_memo_tick(struct hp_memo *m, uint64_t fed, uint64_t applied);
-/* Frames if a remembered unwind reads the same inputs in this sample; -1
- * otherwise. The frames are borrowed: no references are taken (see
- * hp_memo_tick). */
+/* The number of frames if a remembered unwind reads the same inputs in
+ * this sample, with *out pointing at them; -1 otherwise. The frames are
+ * lent, array and all: no copy and no references (they stay valid until
+ * the books have applied the job: hp_memo_tick). */
 int hp_memo_lookup(struct hp_memo *m, const struct heapprofd_rec_alloc *a,
-		   const uint8_t *stack, uint32_t stack_len, struct hp_uframe *out, int max);
+		   const uint8_t *stack, uint32_t stack_len, const struct hp_uframe **out,
+		   int max);
 /* Remember an unwind of a sample fed in generation gen (dropped if the
  * generation has changed since). */
 void hp_memo_insert(struct hp_memo *m, uint32_t gen, const struct heapprofd_rec_alloc *a,

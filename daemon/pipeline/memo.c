@@ -247,7 +247,8 @@ static void catch_up(struct hp_memo *m)
 }
 
 int hp_memo_lookup(struct hp_memo *m, const struct heapprofd_rec_alloc *a,
-		   const uint8_t *stack, uint32_t stack_len, struct hp_uframe *out, int max)
+		   const uint8_t *stack, uint32_t stack_len, const struct hp_uframe **out,
+		   int max)
 {
 	uint64_t ip = a->regs[HEAPPROFD_X86_64_IP], sp = a->regs[HEAPPROFD_X86_64_SP];
 	struct memo_ent **set = m->set[set_of(ip, sp)];
@@ -264,7 +265,7 @@ int hp_memo_lookup(struct hp_memo *m, const struct heapprofd_rec_alloc *a,
 		memmove(&set[1], &set[0], w * sizeof(set[0]));
 		set[0] = e;
 		n = e->nframes;
-		memcpy(out, e->frames, n * sizeof(*out));	/* borrowed */
+		*out = e->frames;	/* lent: see hp_memo_tick */
 		break;
 	}
 	hp_bump(n < 0 ? &m->misses : &m->hits, 1);

@@ -45,19 +45,17 @@ enum job_kind {
 #define HP_MAX_QUEUED_BYTES	(8ULL << 20)
 
 /* Jobs handed to the books thread at once (hp_proc_flush). */
-#define HP_BOOKS_BATCH		64
+#define HP_BOOKS_BATCH		1024
 
 /*
- * Small jobs (frees, heap and maps records, allocations whose frames came
- * from the memo with at most HP_SMALL_FRAMES frames) have one size and are
- * recycled: the feeding thread allocates them and the books thread frees
- * them, and malloc's arenas handle that pattern badly (its arena locks were
- * contended). The books thread hands them back HP_POOL_RETURN at a time.
+ * Small jobs (frees, heap and maps records, allocations whose frames the
+ * memo lends) have one size and are recycled: the feeding thread allocates
+ * them and the books thread frees them, and malloc's arenas handle that
+ * pattern badly (its arena locks were contended). The books thread hands
+ * them back HP_POOL_RETURN at a time.
  */
 #define HP_SMALL_REC_BYTES	((sizeof(struct heapprofd_rec_alloc) + 7) & ~(size_t)7)
-#define HP_SMALL_FRAMES		32
-#define SMALL_JOB_BYTES		(sizeof(struct job) + HP_SMALL_REC_BYTES + \
-				 HP_SMALL_FRAMES * sizeof(struct hp_uframe))
+#define SMALL_JOB_BYTES		(sizeof(struct job) + HP_SMALL_REC_BYTES)
 #define HP_POOL_RETURN		64
 #define HP_POOL_MAX		4096
 
@@ -764,31 +762,24 @@ void hp_proc_flush(struct hp_proc *pr)
  */
 static struct job *memo_job(struct hp_proc *pr, const struct hp_parsed *ps)
 {
-	struct hp_uframe fr[HP_MAX_FRAMES_LIMIT];
-	size_t hdr = (sizeof(*ps->alloc) + 7) & ~(size_t)7;
+	const struct hp_uframe *fr;
 	struct job *j;
 	int n;
 
 	hp_memo_tick(pr->memo, pr->f.feed_no,
 		     __atomic_load_n(&pr->b.applied, __ATOMIC_ACQUIRE));
 	n = hp_memo_lookup(pr->memo, ps->alloc, ps->stack, ps->stack_len,
-			   fr, pr->p->max_frames);
+			   &fr, pr->p->max_frames);
 	if (n < 0)
 		return NULL;
-	if (n <= HP_SMALL_FRAMES) {
-		j = small_job(pr);
-	} else {
-		j = malloc(sizeof(*j) + hdr + n * sizeof(*fr));
-		if (j)
-			memset(j, 0, sizeof(*j));
-	}
+	j = small_job(pr);
 	if (!j)
-		return NULL;	/* the frames were borrowed: nothing to give back */
+		return NULL;	/* the frames were lent: nothing to give back */
 	memcpy(j->rec, ps->alloc, sizeof(*ps->alloc));
-	j->len = hdr;
+	j->len = (sizeof(*ps->alloc) + 7) & ~(size_t)7;
 	j->memo_hit = 1;
-	j->frames = (struct hp_uframe *)((uint8_t *)j->rec + hdr);
-	memcpy(j->frames, fr, n * sizeof(*fr));
+	/* The books only read lent frames (hp_books_alloc's borrowed). */
+	j->frames = (struct hp_uframe *)fr;
 	j->nframes = n;
 	return j;
 }
