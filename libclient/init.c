@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "stack.h"
 
 /*
  * Without follow-forks (and outside whole-system mode, HEAPPROFD_NAME) an
@@ -84,6 +85,7 @@ __attribute__((constructor)) static void hp_init(void)
 	pid_t root;
 
 	hp_resolve();
+	hp_stack_copy_init();
 	hp_hooks_init();
 	hp_config_from_env();
 	hp_fork_install();

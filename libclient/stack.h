@@ -8,4 +8,7 @@
  * past top. Returns the bytes copied. */
 uint32_t hp_stack_capture(uint64_t *regs, uint8_t *dst, uint32_t room,
 			  uint64_t top, uint32_t cap, int *truncated);
+/* Choose how large copies are made (the processor's widest streaming
+ * store); before it runs, copies use memcpy. */
+void hp_stack_copy_init(void);
 #endif
