@@ -15,6 +15,7 @@
 
 #include "freeset.h"
 #include "internal.h"
+#include "stack.h"
 #include "include/heapprofd_client.h"
 
 struct hp_heap {
@@ -78,7 +79,7 @@ HP_EXPORT void heapprofd_report_alloc(int heap, const void *addr, size_t size)
 	struct hp_thread *t = &hp_self;
 	struct hp_count_snap snap;
 	struct hp_heap *h;
-	uint64_t interval;
+	uint64_t interval, regs[HEAPPROFD_MAX_REGS];
 	uint32_t count;
 	int exact, guard;
 
@@ -97,8 +98,9 @@ HP_EXPORT void heapprofd_report_alloc(int heap, const void *addr, size_t size)
 	guard = t->in_hook;
 	t->in_hook = 1;
 	hp_count_save(t, &snap);
+	hp_regs_capture(regs);
 	if (!hp_write_alloc(addr, size, size, exact ? size : count * interval,
-			    interval, count, (uint32_t)heap, exact))
+			    interval, count, (uint32_t)heap, exact, regs))
 		hp_freeset_insert(&hp_fs_custom, heap_key((uint32_t)heap, addr));
 	hp_count_restore(t, &snap);
 	t->in_hook = guard;

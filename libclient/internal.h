@@ -94,9 +94,11 @@ void hp_config_poll(void);		/* reread the control page config */
 void hp_wake(void);
 uint64_t hp_next_seq(void);
 
+/* regs: taken by hp_regs_capture() in a frame that is still live (the
+ * stack is copied from their sp up to the thread's stack top). */
 int hp_write_alloc(const void *addr, uint64_t req, uint64_t usable,
 		   uint64_t est, uint64_t interval, uint32_t count,
-		   uint32_t heap_id, int exact);
+		   uint32_t heap_id, int exact, const uint64_t *regs);
 int hp_write_free(const void *addr, uint32_t heap_id, uint64_t seq);
 int hp_write_heap(uint32_t heap_id, uint64_t interval, const char *name);
 

@@ -277,34 +277,33 @@ static inline void prefetch_for_write(const void *p, uint32_t n)
 
 int hp_write_alloc(const void *addr, uint64_t req, uint64_t usable,
 		   uint64_t est, uint64_t interval, uint32_t count,
-		   uint32_t heap_id, int exact)
+		   uint32_t heap_id, int exact, const uint64_t *regs)
 {
 	struct hp_thread *t = &hp_self;
 	struct heapprofd_rec_alloc *rec;
 	struct heapprofd_rec_hdr *h;
-	uint64_t sp_guess, want;
-	uint32_t cap, len, stack_len, room;
-	int truncated;
+	uint64_t sp = regs[HEAPPROFD_X86_64_SP], want;
+	uint32_t cap, len, stack_len;
+	int truncated = 0;
 
 	if (!hp_sess.live)
 		return -1;
 	hp_stack_bounds(t);
 	cap = hp_cfg.stack_cap;
-	sp_guess = (uint64_t)(uintptr_t)__builtin_frame_address(0);
-	/* Room for the copy: from a little below this frame (the capture
-	 * function's frame) to the top, capped. */
-	want = t->stack_top > sp_guess ? t->stack_top - sp_guess + 512 : 512;
-	if (want > cap)
+	/* The exact size: the registers, so sp, were taken by the caller. */
+	want = t->stack_top > sp ? t->stack_top - sp : 0;
+	if (want > cap) {
 		want = cap;
-	room = (uint32_t)want;
-	len = (uint32_t)sizeof(*rec) + room;
+		truncated = 1;
+	}
+	len = (uint32_t)sizeof(*rec) + (uint32_t)want;
 	h = reserve(len, HEAPPROFD_REC_ALLOC,
 		    (hp_cfg.flags & HEAPPROFD_CFG_BLOCK) ? hp_cfg.block_timeout_us : 0, 0);
 	if (!h) {
 		adapt();
 		return -1;
 	}
-	prefetch_for_write(h, (uint32_t)sizeof(*rec) + (room < 2048 ? room : 0));
+	prefetch_for_write(h, (uint32_t)sizeof(*rec) + (want < 2048 ? (uint32_t)want : 0));
 	rec = (struct heapprofd_rec_alloc *)h;
 	rec->seq = hp_next_seq();
 	rec->addr = (uint64_t)(uintptr_t)addr;
@@ -319,9 +318,10 @@ int hp_write_alloc(const void *addr, uint64_t req, uint64_t usable,
 	rec->timestamp_ns = now_ns();
 	rec->stack_top = t->stack_top;
 	rec->nregs = HEAPPROFD_X86_64_NREGS;
-	memset(rec->regs, 0, sizeof(rec->regs));
-	stack_len = hp_stack_capture((uint64_t *)rec->regs, (uint8_t *)(rec + 1), room,
-				     t->stack_top, cap, &truncated);
+	memcpy(rec->regs, regs, HEAPPROFD_X86_64_NREGS * sizeof(rec->regs[0]));
+	memset(rec->regs + HEAPPROFD_X86_64_NREGS, 0,
+	       (HEAPPROFD_MAX_REGS - HEAPPROFD_X86_64_NREGS) * sizeof(rec->regs[0]));
+	stack_len = hp_stack_copy(regs, (uint8_t *)(rec + 1), t->stack_top, (uint32_t)want);
 	rec->stack_len = stack_len;
 	h->flags = (truncated ? HEAPPROFD_ALLOC_STACK_TRUNCATED : 0) |
 		   (exact ? HEAPPROFD_ALLOC_EXACT : 0);

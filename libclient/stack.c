@@ -3,12 +3,13 @@
  * Stack capture for the unwinder: the registers it starts from and the raw
  * bytes from the stack pointer up to the top of the thread's stack.
  *
- * The registers are taken inside hp_stack_capture() itself, at one
- * instruction, and the copy is made by the same function, so the frames the
- * copy starts with are still live while they are copied. The unwinder
- * therefore begins in this library (it has unwind tables, as every x86-64
- * object) and walks up through the hook into the program; a consumer skips
- * the leading frames that lie in libheapprofd_client.so.
+ * The registers are taken by hp_regs_capture() (stack.h), inlined into the
+ * hook's outermost sampling frame, and the copy is made by a function that
+ * frame calls: everything from the captured sp upwards stays as it was
+ * (the frames below, the writer's own, are not copied at all). The
+ * unwinder therefore begins in this library (it has unwind tables, as every
+ * x86-64 object) and walks up through the hook into the program; a consumer
+ * skips the leading frames that lie in libheapprofd_client.so.
  */
 #define _GNU_SOURCE
 #include <immintrin.h>
@@ -179,49 +180,15 @@ static void copy_out(uint8_t *dst, const uint8_t *src, size_t n)
 	_mm_sfence();
 }
 
-__attribute__((noinline)) uint32_t
-hp_stack_capture(uint64_t *regs, uint8_t *dst, uint32_t room, uint64_t top,
-		 uint32_t cap, int *truncated)
+uint32_t hp_stack_copy(const uint64_t *regs, uint8_t *dst, uint64_t top,
+		       uint32_t want)
 {
-	uint64_t sp, want;
+	uint64_t sp = regs[HEAPPROFD_X86_64_SP];
 
-#if defined(__x86_64__)
-	__asm__ volatile("leaq 0(%%rip), %%rax\n\t"
-			 "movq %%rax, %c[ip](%[r])\n\t"
-			 "movq %%rsp, %c[sp](%[r])\n\t"
-			 "movq %%rbp, %c[bp](%[r])\n\t"
-			 "movq %%rbx, %c[bx](%[r])\n\t"
-			 "movq %%r12, %c[r12](%[r])\n\t"
-			 "movq %%r13, %c[r13](%[r])\n\t"
-			 "movq %%r14, %c[r14](%[r])\n\t"
-			 "movq %%r15, %c[r15](%[r])\n\t"
-			 :
-			 : [r] "r"(regs),
-			   [ip] "i"(8 * HEAPPROFD_X86_64_IP),
-			   [sp] "i"(8 * HEAPPROFD_X86_64_SP),
-			   [bp] "i"(8 * HEAPPROFD_X86_64_BP),
-			   [bx] "i"(8 * HEAPPROFD_X86_64_BX),
-			   [r12] "i"(8 * HEAPPROFD_X86_64_R12),
-			   [r13] "i"(8 * HEAPPROFD_X86_64_R13),
-			   [r14] "i"(8 * HEAPPROFD_X86_64_R14),
-			   [r15] "i"(8 * HEAPPROFD_X86_64_R15)
-			 : "rax", "memory");
-#else
-#error "heapprofd_client: only x86_64 stack capture is implemented"
-#endif
-	sp = regs[HEAPPROFD_X86_64_SP];
-	*truncated = 0;
 	if (top <= sp)
 		return 0;
-	want = top - sp;
-	if (want > cap) {
-		want = cap;
-		*truncated = 1;
-	}
-	if (want > room) {
-		want = room;
-		*truncated = 1;
-	}
+	if (want > top - sp)
+		want = (uint32_t)(top - sp);
 	copy_out(dst, (const uint8_t *)(uintptr_t)sp, want);
-	return (uint32_t)want;
+	return want;
 }
