@@ -204,20 +204,23 @@ fail:
 /* ------------------------------------------------------------------------ */
 
 /*
- * Reserve len bytes (rounded up to the alignment) and mark the record busy.
- * Returns the record, its header filled in and the rest to be written, or
- * NULL if it does not fit (the caller counts the drop) or the consumer's
- * head is nonsense. Lock-free: concurrent producers race on tail with CAS.
+ * Reserve len bytes (rounded up to the alignment) and mark the record busy,
+ * leaving at least keep bytes of the ring free for others (a record that
+ * could never fit with that much kept needs only the whole ring). Returns
+ * the record, its header filled in and the rest to be written, or NULL if
+ * it does not fit (the caller counts the drop) or the consumer's head is
+ * nonsense. Lock-free: concurrent producers race on tail with CAS.
  */
 static inline struct heapprofd_rec_hdr *
-hp_ring_reserve(struct hp_ring *r, uint32_t len, uint16_t type)
+hp_ring_reserve_keep(struct hp_ring *r, uint32_t len, uint16_t type, uint64_t keep)
 {
 	struct heapprofd_rec_hdr *h;
-	uint64_t t, head;
+	uint64_t t, head, room;
 
 	len = hp_ring_align(len);
 	if (len < sizeof(*h) || len > r->size || len > HEAPPROFD_REC_LEN_MASK)
 		return NULL;
+	room = keep < r->size - len ? r->size - keep : len;
 	t = __atomic_load_n(&r->prod->tail, __ATOMIC_RELAXED);
 	do {
 		/*
@@ -233,12 +236,12 @@ hp_ring_reserve(struct hp_ring *r, uint32_t len, uint16_t type)
 		 * zeroes are visible to it, on a weakly ordered machine).
 		 */
 		head = __atomic_load_n(&r->head_hint, __ATOMIC_ACQUIRE);
-		if (t - head > r->size || t + len - head > r->size) {
+		if (t - head > r->size || t + len - head > room) {
 			head = __atomic_load_n(&r->cons->head, __ATOMIC_ACQUIRE);
 			__atomic_store_n(&r->head_hint, head, __ATOMIC_RELEASE);
 			if (t - head > r->size)	/* also catches head > t */
 				return NULL;
-			if (t + len - head > r->size)
+			if (t + len - head > room)
 				return NULL;
 		}
 	} while (!__atomic_compare_exchange_n(&r->prod->tail, &t, t + len, 1,
@@ -253,6 +256,13 @@ hp_ring_reserve(struct hp_ring *r, uint32_t len, uint16_t type)
 	h->flags = 0;
 	h->resv = 0;
 	return h;
+}
+
+/* Reserve with nothing kept back: the record may fill the ring. */
+static inline struct heapprofd_rec_hdr *
+hp_ring_reserve(struct hp_ring *r, uint32_t len, uint16_t type)
+{
+	return hp_ring_reserve_keep(r, len, type, 0);
 }
 
 /*

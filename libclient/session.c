@@ -181,6 +181,15 @@ static void adapt(void)
 }
 
 /*
+ * Allocation records leave this share of the ring to the small records:
+ * when a burst fills the ring, the allocations that do not fit are dropped
+ * (and counted; the estimates stay unbiased per call site but low by the
+ * share dropped), while the frees of sampled blocks still find room. A lost
+ * free would leave its block "in use" in the profile for good.
+ */
+#define HP_FREE_HEADROOM_SHIFT 4	/* 1/16 */
+
+/*
  * Reserve a record, applying the ring-full policy. wait_us: how long to wait
  * for room (0: drop at once). Returns NULL after counting the drop.
  */
@@ -193,7 +202,8 @@ static struct heapprofd_rec_hdr *reserve(uint32_t len, uint16_t type,
 	unsigned spins = 0;
 
 	for (;;) {
-		h = hp_ring_reserve(r, len, type);
+		h = hp_ring_reserve_keep(r, len, type, type == HEAPPROFD_REC_ALLOC ?
+					 r->size >> HP_FREE_HEADROOM_SHIFT : 0);
 		if (h)
 			return h;
 		if (daemon_gone()) {

@@ -216,10 +216,55 @@ static void test_dead_writer(void)
 	munmap(ring.map, ring.map_len);
 }
 
+/*
+ * Allocation records leave room for frees: fill a ring with allocation-sized
+ * records kept off the last 1/16, then small records still fit in it.
+ */
+static void test_keep(void)
+{
+	uint64_t size = 64 << 10, keep = size / 16;
+	unsigned allocs = 0, frees = 0;
+
+	if (!map_ring(size)) {
+		tap_ok(0, "ring: map");
+		return;
+	}
+	for (;;) {
+		struct heapprofd_rec_hdr *h = hp_ring_reserve_keep(&ring, 1024,
+								   HEAPPROFD_REC_ALLOC, keep);
+
+		if (!h)
+			break;
+		hp_ring_commit(&ring, h);
+		allocs++;
+	}
+	for (;;) {
+		struct heapprofd_rec_hdr *h = hp_ring_reserve(&ring, 48, HEAPPROFD_REC_FREE);
+
+		if (!h)
+			break;
+		hp_ring_commit(&ring, h);
+		frees++;
+	}
+	tap_ok(allocs == (size - keep) / 1024 && frees >= keep / 48,
+	       "ring: records reserved with keep stop short of the last %llu bytes (%u of 1 KiB fit), which %u small records then use",
+	       (unsigned long long)keep, allocs, frees);
+	/* A record too big to fit beside the kept bytes needs only the ring. */
+	munmap(ring.map, ring.map_len);
+	if (!map_ring(size)) {
+		tap_ok(0, "ring: map");
+		return;
+	}
+	tap_ok(hp_ring_reserve_keep(&ring, (uint32_t)(size - 64), HEAPPROFD_REC_ALLOC, keep) != NULL,
+	       "ring: a record larger than the ring minus keep still fits an empty ring");
+	munmap(ring.map, ring.map_len);
+}
+
 int main(void)
 {
 	test_mpsc(8 << 20, 0);
 	test_mpsc(64 << 10, 1);
 	test_dead_writer();
+	test_keep();
 	return tap_failed ? 1 : 0;
 }
