@@ -26,6 +26,7 @@ struct hp_config hp_cfg = {
 	.ring_size = HEAPPROFD_DATA_SIZE_DEFAULT,
 	.socket_path = HP_SOCKET_DEFAULT,
 	.exit_wait_ms = -1,
+	.stack_reuse = 1,
 };
 
 void hp_debug(const char *fmt, ...)
@@ -158,6 +159,7 @@ void hp_config_from_env(void)
 		hp_cfg.flags |= HEAPPROFD_CFG_FOLLOW_FORKS;
 	if (env_bool("HEAPPROFD_ADAPTIVE", 0))
 		hp_cfg.flags |= HEAPPROFD_CFG_ADAPTIVE;
+	hp_cfg.stack_reuse = env_bool("HEAPPROFD_STACK_REUSE", 1);
 	/*
 	 * Loaded without LD_PRELOAD naming us: /etc/ld.so.preload put us into
 	 * every process of the machine (or a program linked us in). Then be

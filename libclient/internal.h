@@ -39,6 +39,7 @@ struct hp_config {
 	char name[64];			/* HEAPPROFD_NAME, "" = any process */
 	int exit_wait_ms;		/* HEAPPROFD_EXIT_WAIT_MS, -1 = unset */
 	int system_preload;		/* loaded without LD_PRELOAD naming us */
+	int stack_reuse;		/* HEAPPROFD_STACK_REUSE (default 1) */
 };
 
 extern struct hp_config hp_cfg;
@@ -93,6 +94,11 @@ void hp_session_forget_child(void);	/* after fork, in the child */
 void hp_config_poll(void);		/* reread the control page config */
 void hp_wake(void);
 uint64_t hp_next_seq(void);
+/* Moves whenever the reader of the ring may have changed (session start,
+ * a new config generation: an attach): no record reuses across it. */
+extern uint32_t hp_reuse_gen;
+struct hp_thread;
+void hp_stack_shadow_free(struct hp_thread *t);
 
 /* regs: taken by hp_regs_capture() in a frame that is still live (the
  * stack is copied from their sp up to the thread's stack top). */
@@ -130,6 +136,15 @@ struct hp_thread {
 	 * sample does not add to two shared counters. */
 	uint64_t rec_written, rec_bytes, pub_rec_written, pub_rec_bytes;
 	uint64_t stack_lo, stack_top;
+	/*
+	 * The topmost bytes of the stack in this thread's last ALLOC record
+	 * (stack reuse, uapi HEAPPROFD_ALLOC_STACK_REUSED): shadow_len bytes
+	 * below shadow_top, at the end of a HEAPPROFD_STACK_REUSE_MAX buffer
+	 * (mmap, at the first sample), valid while shadow_gen == hp_reuse_gen.
+	 */
+	uint8_t *shadow;
+	uint64_t shadow_top;
+	uint32_t shadow_len, shadow_gen;
 	uint32_t interval_gen;
 	int inited;
 	int registered;			/* in the registry: published at exit */

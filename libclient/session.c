@@ -11,6 +11,7 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/mman.h>
 
 #include "internal.h"
 #include "stack.h"
@@ -72,6 +73,8 @@ void hp_config_poll(void)
 	pthread_mutex_lock(&hp_lock);
 	if (gen != hp_sess.cfg_gen) {
 		hp_sess.cfg_gen = gen;
+		/* Perhaps another reader: it has none of our earlier records. */
+		__atomic_add_fetch(&hp_reuse_gen, 1, __ATOMIC_RELEASE);
 		v = __atomic_load_n(&c->interval, __ATOMIC_RELAXED);
 		hp_cfg.interval = (v >= 1 && v <= (1ULL << 40)) ? v :
 				  HEAPPROFD_INTERVAL_DEFAULT;
@@ -285,6 +288,72 @@ static inline void prefetch_for_write(const void *p, uint32_t n)
 		__asm__ volatile("prefetchw %0" : : "m"(*c));
 }
 
+uint32_t hp_reuse_gen;
+
+void hp_stack_shadow_free(struct hp_thread *t)
+{
+	if (t->shadow)
+		munmap(t->shadow, HEAPPROFD_STACK_REUSE_MAX);
+	t->shadow = NULL;
+	t->shadow_len = 0;
+}
+
+/*
+ * How many of the topmost bytes of [sp, top) are the same as in the last
+ * record this thread wrote (its shadow)? Compared from the top down, in
+ * blocks that memcmp does fast, then word by word in the block that
+ * differs; a multiple of 8.
+ */
+static uint32_t same_top(const struct hp_thread *t, uint64_t sp, uint64_t top,
+			 uint32_t gen)
+{
+	const uint8_t *live, *old;
+	uint32_t n, k = 0;
+
+	if (!t->shadow || !t->shadow_len || t->shadow_gen != gen || t->shadow_top != top)
+		return 0;
+	n = t->shadow_len;
+	if (n > top - sp)
+		n = (uint32_t)(top - sp) & ~7U;
+	live = (const uint8_t *)(uintptr_t)top;
+	old = t->shadow + HEAPPROFD_STACK_REUSE_MAX;
+	while (k + 256 <= n && !memcmp(live - k - 256, old - k - 256, 256))
+		k += 256;
+	while (k + 8 <= n && !memcmp(live - k - 8, old - k - 8, 8))
+		k += 8;
+	return k;
+}
+
+/* After a record is written: its topmost bytes become the shadow. */
+static void shadow_update(struct hp_thread *t, uint64_t sp, uint64_t top,
+			  uint32_t same, uint32_t gen, int whole)
+{
+	uint32_t n;
+
+	if (!whole || !hp_cfg.stack_reuse || t->exited) {
+		t->shadow_len = 0;	/* (an exited thread would leak a new one) */
+		return;
+	}
+	if (!t->shadow) {
+		void *m = mmap(NULL, HEAPPROFD_STACK_REUSE_MAX, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (m == MAP_FAILED)
+			return;
+		t->shadow = m;
+	}
+	n = top - sp < HEAPPROFD_STACK_REUSE_MAX ? (uint32_t)(top - sp) & ~7U :
+						    HEAPPROFD_STACK_REUSE_MAX;
+	if (t->shadow_gen != gen || t->shadow_top != top || same > n)
+		same = 0;
+	/* [top - same, top) is in the shadow already. */
+	memcpy(t->shadow + HEAPPROFD_STACK_REUSE_MAX - n,
+	       (const uint8_t *)(uintptr_t)(top - n), n - same);
+	t->shadow_len = n;
+	t->shadow_top = top;
+	t->shadow_gen = gen;
+}
+
 int hp_write_alloc(const void *addr, uint64_t req, uint64_t usable,
 		   uint64_t est, uint64_t interval, uint32_t count,
 		   uint32_t heap_id, int exact, const uint64_t *regs)
@@ -293,7 +362,7 @@ int hp_write_alloc(const void *addr, uint64_t req, uint64_t usable,
 	struct heapprofd_rec_alloc *rec;
 	struct heapprofd_rec_hdr *h;
 	uint64_t sp = regs[HEAPPROFD_X86_64_SP], want;
-	uint32_t cap, len, stack_len;
+	uint32_t cap, len, stack_len, same = 0, gen;
 	int truncated = 0;
 
 	if (!hp_sess.live)
@@ -306,14 +375,20 @@ int hp_write_alloc(const void *addr, uint64_t req, uint64_t usable,
 		want = cap;
 		truncated = 1;
 	}
-	len = (uint32_t)sizeof(*rec) + (uint32_t)want;
+	gen = __atomic_load_n(&hp_reuse_gen, __ATOMIC_ACQUIRE);
+	/* The top of the stack the daemon has from our last record. */
+	if (!truncated && hp_cfg.stack_reuse)
+		same = same_top(t, sp, t->stack_top, gen);
+	len = (uint32_t)sizeof(*rec) + (uint32_t)(want - same);
 	h = reserve(len, HEAPPROFD_REC_ALLOC,
 		    (hp_cfg.flags & HEAPPROFD_CFG_BLOCK) ? hp_cfg.block_timeout_us : 0, 0);
 	if (!h) {
+		t->shadow_len = 0;	/* the daemon will not see this one */
 		adapt();
 		return -1;
 	}
-	prefetch_for_write(h, (uint32_t)sizeof(*rec) + (want < 2048 ? (uint32_t)want : 0));
+	prefetch_for_write(h, (uint32_t)sizeof(*rec) +
+			      (want - same < 2048 ? (uint32_t)(want - same) : 0));
 	rec = (struct heapprofd_rec_alloc *)h;
 	rec->seq = hp_next_seq();
 	rec->addr = (uint64_t)(uintptr_t)addr;
@@ -331,10 +406,16 @@ int hp_write_alloc(const void *addr, uint64_t req, uint64_t usable,
 	memcpy(rec->regs, regs, HEAPPROFD_X86_64_NREGS * sizeof(rec->regs[0]));
 	memset(rec->regs + HEAPPROFD_X86_64_NREGS, 0,
 	       (HEAPPROFD_MAX_REGS - HEAPPROFD_X86_64_NREGS) * sizeof(rec->regs[0]));
-	stack_len = hp_stack_copy(regs, (uint8_t *)(rec + 1), t->stack_top, (uint32_t)want);
+	stack_len = hp_stack_copy(regs, (uint8_t *)(rec + 1), t->stack_top,
+				  (uint32_t)(want - same));
 	rec->stack_len = stack_len;
+	rec->stack_reused = same;
+	rec->resv2 = 0;
 	h->flags = (truncated ? HEAPPROFD_ALLOC_STACK_TRUNCATED : 0) |
-		   (exact ? HEAPPROFD_ALLOC_EXACT : 0);
+		   (exact ? HEAPPROFD_ALLOC_EXACT : 0) |
+		   (same ? HEAPPROFD_ALLOC_STACK_REUSED : 0);
+	shadow_update(t, sp, t->stack_top, same, gen,
+		      !truncated && sp + stack_len + same == t->stack_top);
 	commit(h, len);
 	adapt();
 	return 0;
@@ -406,6 +487,7 @@ void hp_session_start(void)
 	hp_sess.live = 1;
 	hp_sess.pid = (int)getpid();
 	hp_sess.cfg_gen = 0;
+	__atomic_add_fetch(&hp_reuse_gen, 1, __ATOMIC_RELEASE);
 	hp_start_wait();
 	set_interval(hp_cfg.interval);
 	hp_config_poll();

@@ -55,9 +55,12 @@ static double run(enum cfg c, char *const args[], const char *key,
 	FILE *f;
 	pid_t pid;
 
+	/* The client's settings are the benchmark's, except stack reuse
+	 * (HEAPPROFD_STACK_REUSE=0 measures the whole copy). */
 	for (i = 0; environ[i] && n < 200; i++)
 		if (strncmp(environ[i], "LD_PRELOAD=", 11) &&
-		    strncmp(environ[i], "HEAPPROFD_", 10))
+		    (strncmp(environ[i], "HEAPPROFD_", 10) ||
+		     !strncmp(environ[i], "HEAPPROFD_STACK_REUSE=", 22)))
 			env[n++] = environ[i];
 	snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", lib);
 	snprintf(sock, sizeof(sock), "HEAPPROFD_SOCKET=%s", sockpath);

@@ -8,6 +8,7 @@
  *   maps.c       per-process /proc/<pid>/maps snapshots
  *   unwind.c     libunwind remote unwinding over copied stacks
  *   symbolize.c  libdwfl function/file:line lookup, demangling
+ *   reuse.c      records made whole from their thread's previous stack
  *   books.c      call-site trees, live allocations, peaks (books thread only)
  *   pipeline.c   threads, queues and the public API
  *   prof.c       the in-memory profile all writers and readers share
@@ -259,6 +260,24 @@ uint64_t hp_unwinder_reloads(const struct hp_unwinder *u);
 int hp_sigmask_worker_init(void);
 int hp_sigmask_worker_fast(void);
 size_t hp_unwinder_mem(const struct hp_unwinder *u);
+
+/* ---- reuse.c: records that reuse their thread's previous stack -------- */
+
+struct hp_reuse;	/* per process; the feeding thread only */
+struct hp_reuse *hp_reuse_new(void);
+void hp_reuse_free(struct hp_reuse *r);
+/*
+ * a: a validated ALLOC record (private memory) and stack its stack bytes.
+ * Returns 0 when the record is whole as it is, 1 when it reused its
+ * thread's previous stack: *out (*outlen bytes) is then the record made whole
+ * (valid until the next call), truncated at the top if that stack is not
+ * known here. Either way the thread's stack top is remembered for its next
+ * record. -1: out of memory.
+ */
+int hp_reuse_apply(struct hp_reuse *r, const struct heapprofd_rec_alloc *a,
+		   const uint8_t *stack, const void **out, size_t *outlen);
+size_t hp_reuse_mem(const struct hp_reuse *r);
+void hp_reuse_stats(const struct hp_reuse *r, uint64_t *rebuilt, uint64_t *missing);
 
 /* ---- prof.c: the shared in-memory profile ------------------------------ */
 

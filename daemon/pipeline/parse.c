@@ -33,8 +33,11 @@ static int check_alloc(const uint8_t *p, size_t len, struct hp_parsed *o,
 
 	if (len < sizeof(*a))
 		return bad(why, wl, "alloc record too short (%zu < %zu)", len, sizeof(*a));
-	if (a->hdr.flags & ~(HEAPPROFD_ALLOC_STACK_TRUNCATED | HEAPPROFD_ALLOC_EXACT))
+	if (a->hdr.flags & ~(HEAPPROFD_ALLOC_STACK_TRUNCATED | HEAPPROFD_ALLOC_EXACT |
+			     HEAPPROFD_ALLOC_STACK_REUSED))
 		return bad(why, wl, "alloc record has unknown flags 0x%x", a->hdr.flags);
+	if (a->resv2)
+		return bad(why, wl, "alloc record reserved field is not zero");
 #if defined(__x86_64__)
 	if (a->arch != HEAPPROFD_ARCH_X86_64)
 		return bad(why, wl, "alloc record arch %u: this daemon unwinds x86_64 only", a->arch);
@@ -57,6 +60,16 @@ static int check_alloc(const uint8_t *p, size_t len, struct hp_parsed *o,
 		return bad(why, wl, "alloc record stack wraps the address space");
 	if (a->stack_top && sp + a->stack_len > a->stack_top)
 		return bad(why, wl, "alloc record stack extends past stack_top");
+	if (a->hdr.flags & HEAPPROFD_ALLOC_STACK_REUSED) {
+		if (!a->stack_reused || a->stack_reused > HEAPPROFD_STACK_REUSE_MAX ||
+		    a->stack_reused % 8 ||
+		    (a->hdr.flags & HEAPPROFD_ALLOC_STACK_TRUNCATED) ||
+		    sp + a->stack_len + a->stack_reused != a->stack_top)
+			return bad(why, wl, "alloc record reuses %u stack bytes that do not end at stack_top",
+				   a->stack_reused);
+	} else if (a->stack_reused) {
+		return bad(why, wl, "alloc record has stack_reused without its flag");
+	}
 	if (a->heap_id > HEAPPROFD_HEAP_MAX)
 		return bad(why, wl, "alloc record heap id %u > %u", a->heap_id, HEAPPROFD_HEAP_MAX);
 	if (!a->addr)

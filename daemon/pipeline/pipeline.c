@@ -109,6 +109,7 @@ struct hp_proc {
 	struct hp_proc *next, *prev;
 	struct hp_unwinder **unw;	/* [nworkers]; unw[i] touched by worker i only */
 	struct hp_memo *memo;		/* unwinds remembered (memo.c) */
+	struct hp_reuse *reuse;		/* feeding thread: stack tops (reuse.c) */
 	/* feeding thread: jobs for the books, not handed over yet */
 	struct job *pend_head, *pend_tail;
 	unsigned npend;
@@ -297,6 +298,7 @@ static void proc_put(struct hp_proc *pr)
 	pthread_mutex_destroy(&pr->pool_lock);
 	pthread_mutex_destroy(&pr->lock);
 	hp_memo_free(pr->memo);
+	hp_reuse_free(pr->reuse);
 	free(pr->unw);
 	free(pr->reloads_w);
 	free(pr->unw_mem_w);
@@ -449,7 +451,7 @@ static void books_dump(struct job *j)
 	struct hp_prof *outs[2] = { &w->now, &w->peak };
 	unsigned whiches[2] = { HP_DUMP_NOW, HP_DUMP_PEAK };
 	struct heapprofd_counters t;
-	uint64_t hits = 0, misses = 0;
+	uint64_t hits = 0, misses = 0, rebuilt, missing;
 	size_t memo_bytes;
 	int have, i;
 
@@ -459,6 +461,7 @@ static void books_dump(struct job *j)
 	pthread_mutex_unlock(&pr->lock);
 	if (pr->memo)
 		hp_memo_stats(pr->memo, &hits, &misses, &memo_bytes);
+	hp_reuse_stats(pr->reuse, &rebuilt, &missing);
 	for (i = 0; i < 2; i++) {
 		struct hp_prof *o = outs[i];
 
@@ -487,6 +490,8 @@ static void books_dump(struct job *j)
 				    (unsigned long long)pr->b.unwind_errors,
 				    (unsigned long long)reloads(pr),
 				    (unsigned long long)misses, (unsigned long long)hits);
+		hp_prof_add_comment(o, "stack reuse: %llu stacks completed from their thread's previous sample, %llu could not be (truncated)",
+				    (unsigned long long)rebuilt, (unsigned long long)missing);
 		hp_books_export(pr->books, o, whiches[i], w->symbols);
 	}
 	publish_stats(pr);
@@ -681,6 +686,7 @@ struct hp_proc *hp_proc_new(struct hp_pipeline *p, const struct hp_proc_info *in
 	pr->unw_mem_w = calloc(n, sizeof(*pr->unw_mem_w));
 	pr->books = hp_books_new(!!(info->flags & HP_PROC_DUMP_AT_MAX));
 	pr->memo = hp_memo_new();	/* optional: without it every sample is unwound */
+	pr->reuse = hp_reuse_new();
 	/* The first maps snapshot and the ELF files, right now (the process may
 	 * be gone by the time its samples are unwound); copies for the others. */
 	if (pr->unw)
@@ -808,6 +814,26 @@ int hp_proc_feed(struct hp_proc *pr, const void *rec, size_t len, char *why,
 	r = hp_parse_record(rec, len, &ps, why, whylen);
 	if (r)
 		return r < 0 ? -1 : 0;
+	if (ps.type == HEAPPROFD_REC_ALLOC) {
+		const void *whole;
+		size_t wlen;
+
+		if (!pr->reuse) {
+			snprintf(why, whylen, "out of memory");
+			return -1;
+		}
+		r = hp_reuse_apply(pr->reuse, ps.alloc, ps.stack, &whole, &wlen);
+		if (r < 0) {
+			snprintf(why, whylen, "out of memory");
+			return -1;
+		}
+		if (r) {
+			rec = whole;
+			len = wlen;
+			if (hp_parse_record(rec, len, &ps, why, whylen))
+				return -1;
+		}
+	}
 	if (ps.type == HEAPPROFD_REC_MAPS && pr->memo)
 		hp_memo_new_gen(pr->memo);
 	if (ps.type == HEAPPROFD_REC_ALLOC && pr->memo)
@@ -1000,6 +1026,8 @@ void hp_proc_get_stats(struct hp_proc *pr, struct hp_proc_stats *st)
 	st->mem_bytes = __atomic_load_n(&pr->b.books_mem, __ATOMIC_RELAXED) + sizeof(*pr);
 	for (int i = 0; i < pr->p->nworkers; i++)
 		st->mem_bytes += __atomic_load_n(&pr->unw_mem_w[i], __ATOMIC_RELAXED);
+	st->mem_bytes += hp_reuse_mem(pr->reuse);
+	hp_reuse_stats(pr->reuse, &st->reuse_rebuilt, &st->reuse_missing);
 	if (pr->memo) {
 		uint64_t hits, misses;
 		size_t bytes;

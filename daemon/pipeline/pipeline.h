@@ -105,6 +105,8 @@ struct hp_proc_stats {
 	uint64_t queued_bytes;	/* records waiting to be unwound */
 	uint64_t memo_hits;	/* samples whose frames came from the unwind memo */
 	uint64_t memo_misses;	/* samples unwound (or not rememberable) */
+	uint64_t reuse_rebuilt;	/* stacks completed from the thread's last one */
+	uint64_t reuse_missing;	/* ... that could not be (cut at the top) */
 };
 void hp_proc_get_stats(struct hp_proc *pr, struct hp_proc_stats *st);
 

@@ -50,9 +50,15 @@ static void drain(struct hp_ring *r, struct counts *c)
 				c->a2001 += a.req_size == 2001;
 				c->a2002 += a.req_size == 2002;
 				c->a2003 += a.req_size == 2003;
+				/* With stack reuse a record may carry less than
+				 * the whole stack, never more, and says so. */
 				if (a.usable_size < a.req_size || a.nregs != 8 ||
 				    a.regs[HEAPPROFD_X86_64_SP] >= a.stack_top ||
-				    !a.stack_len || sizeof(a) + a.stack_len > len)
+				    sizeof(a) + a.stack_len > len ||
+				    (!(a.hdr.flags & HEAPPROFD_ALLOC_STACK_TRUNCATED) &&
+				     a.regs[HEAPPROFD_X86_64_SP] + a.stack_len + a.stack_reused !=
+				     a.stack_top) ||
+				    !!a.stack_reused != !!(a.hdr.flags & HEAPPROFD_ALLOC_STACK_REUSED))
 					c->bad++;
 			} else if (h->type == HEAPPROFD_REC_FREE) {
 				c->frees++;

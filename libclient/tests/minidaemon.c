@@ -11,6 +11,59 @@
 
 #include "minidaemon.h"
 
+/*
+ * The whole stack of an ALLOC record into whole (*n bytes): its own part
+ * and, with HEAPPROFD_ALLOC_STACK_REUSED, the reused top from the thread's
+ * previous record. Then remember this stack's top for the thread's next.
+ * Returns 0 when the reuse does not fit what this thread wrote before.
+ */
+static int rebuild(struct md_session *s, const struct heapprofd_rec_alloc *a,
+		   const uint8_t *st, uint8_t *whole, uint32_t *n, uint32_t *reused)
+{
+	struct md_top *t = NULL;
+	uint64_t sp = a->regs[HEAPPROFD_X86_64_SP];
+	uint32_t k = 0, keep;
+	size_t i;
+	int ok = 1;
+
+	if (a->stack_len > HEAPPROFD_STACK_CAP_DEFAULT)
+		return 0;
+	for (i = 0; i < s->ntops; i++)
+		if (s->tops[i].tid == a->tid)
+			t = &s->tops[i];
+	if (!t) {
+		s->tops = realloc(s->tops, (s->ntops + 1) * sizeof(*s->tops));
+		t = &s->tops[s->ntops++];
+		memset(t, 0, sizeof(*t));
+		t->tid = a->tid;
+	}
+	memcpy(whole, st, a->stack_len);
+	if (a->hdr.flags & HEAPPROFD_ALLOC_STACK_REUSED) {
+		k = a->stack_reused;
+		s->reused_recs++;
+		if (k > t->len || t->top != a->stack_top ||
+		    sp + a->stack_len + k != a->stack_top) {
+			s->reuse_unknown++;
+			ok = 0;
+			k = 0;
+		} else {
+			memcpy(whole + a->stack_len, t->b + HEAPPROFD_STACK_REUSE_MAX - k, k);
+		}
+	} else if (a->stack_reused) {
+		ok = 0;
+	}
+	*n = a->stack_len + k;
+	*reused = k;
+	t->top = a->stack_top;
+	t->len = 0;
+	if (ok && sp + *n == a->stack_top) {
+		keep = *n < HEAPPROFD_STACK_REUSE_MAX ? *n : HEAPPROFD_STACK_REUSE_MAX;
+		memcpy(t->b + HEAPPROFD_STACK_REUSE_MAX - keep, whole + *n - keep, keep);
+		t->len = keep;
+	}
+	return ok;
+}
+
 static void add_rec(struct md_session *s, const struct heapprofd_rec_hdr *h,
 		    uint32_t len)
 {
@@ -35,13 +88,17 @@ static void add_rec(struct md_session *s, const struct heapprofd_rec_hdr *h,
 		if (sizeof(r->u.alloc) + r->u.alloc.stack_len > len) {
 			s->stack_bad++;
 		} else {
+			static uint8_t whole[HEAPPROFD_STACK_CAP_DEFAULT + HEAPPROFD_STACK_REUSE_MAX];
 			const uint8_t *st = (const uint8_t *)h + sizeof(r->u.alloc);
-			uint32_t k;
+			uint32_t k, n = r->u.alloc.stack_len;
 
-			for (k = 0; k + 8 <= r->u.alloc.stack_len && r->nexe < 32; k += 8) {
+			if (!rebuild(s, &r->u.alloc, st, whole, &n, &r->reused))
+				s->stack_bad++;
+			r->u.alloc.stack_len = n;
+			for (k = 0; k + 8 <= n && r->nexe < 32; k += 8) {
 				uint64_t w;
 
-				memcpy(&w, st + k, 8);
+				memcpy(&w, whole + k, 8);
 				if ((w >> 40) == 0x55 || (w >> 40) == 0x56)
 					r->exe_words[r->nexe++] = w;
 			}
@@ -246,6 +303,7 @@ void md_free(struct md *d)
 		if (s->conn > 0)
 			close(s->conn);
 		free(s->recs);
+		free(s->tops);
 	}
 	d->nsess = 0;
 }

@@ -15,8 +15,9 @@
 
 struct md_rec {
 	uint16_t type;
-	uint16_t flags;
-	uint32_t len;
+	uint16_t flags;		/* as written (STACK_REUSED kept) */
+	uint32_t len;		/* as written in the ring */
+	uint32_t reused;	/* stack bytes taken from the thread's last record */
 	uint32_t nexe;
 	uint64_t exe_words[32];	/* stack words that look like PIE text addresses */
 	union {
@@ -34,6 +35,18 @@ struct md_session {
 	struct md_rec *recs;
 	size_t nrec, cap;
 	uint64_t stack_checked, stack_bad;	/* stack copies vs regs */
+	/*
+	 * Stack reuse, undone as the daemon does: the topmost bytes of each
+	 * thread's last ALLOC stack. u.alloc.stack_len of a stored record is
+	 * the whole stack's (the record's own part plus what it reused).
+	 */
+	struct md_top {
+		uint32_t tid, len;
+		uint64_t top;
+		uint8_t b[HEAPPROFD_STACK_REUSE_MAX];
+	} *tops;
+	size_t ntops;
+	uint64_t reused_recs, reuse_unknown;
 	int corrupt;
 	int paused;		/* do not drain (ring-full tests) */
 	int no_store;

@@ -136,7 +136,7 @@ static size_t check_allocs(const struct md_session *s, const char **why)
 		else if (!(a->hdr.flags & HEAPPROFD_ALLOC_STACK_TRUNCATED) &&
 			 a->stack_len != a->stack_top - sp)
 			w = "untruncated stack not to the top";
-		else if (sizeof(*a) + a->stack_len > s->recs[i].len)
+		else if (sizeof(*a) + a->stack_len - s->recs[i].reused > s->recs[i].len)
 			w = "record too short";
 		else if (!a->tid)
 			w = "tid";
@@ -303,6 +303,29 @@ static void t_basic(void)
 		tap_ok(!check_frees(s), "client: every FREE follows its ALLOC by seq (%zu frees)",
 		       count_type(s, HEAPPROFD_REC_FREE));
 		{
+			/* The 500 mallocs come from one loop: after the first,
+			 * each record carries only the part of the stack that
+			 * changed, and every one is made whole again (the
+			 * checks below run on the whole stacks). */
+			size_t i, total = 0, reused = 0;
+			uint64_t sent = 0, whole = 0;
+
+			for (i = 0; i < s->nrec; i++) {
+				const struct md_rec *m = &s->recs[i];
+
+				if (m->type != HEAPPROFD_REC_ALLOC || m->u.alloc.req_size != 4321)
+					continue;
+				total++;
+				reused += !!(m->flags & HEAPPROFD_ALLOC_STACK_REUSED);
+				whole += m->u.alloc.stack_len;
+				sent += m->u.alloc.stack_len - m->reused;
+			}
+			tap_ok(total == 500 && reused >= 499 && !s->reuse_unknown && !s->stack_bad &&
+			       sent * 2 < whole,
+			       "client: stack reuse: %zu of %zu records sent only the changed part of the stack (%llu of %llu bytes), all made whole",
+			       reused, total, (unsigned long long)sent, (unsigned long long)whole);
+		}
+		{
 			unsigned long long fn = 0;
 			const char *f;
 			size_t i, with = 0, total = 0;
@@ -379,6 +402,22 @@ static void t_basic(void)
 			       (unsigned long long)c->records_written, s->nrec,
 			       (unsigned long long)c->bytes_written, bytes);
 		}
+	}
+	md_free(&D);
+	/* HEAPPROFD_STACK_REUSE=0: every record carries its whole stack. */
+	daemon_up();
+	rc = run_prog(argv, ENV("HEAPPROFD_INTERVAL=1", "HEAPPROFD_STACK_REUSE=0"), 1, &r, NULL,
+		      NULL);
+	daemon_down();
+	if (D.nsess == 1) {
+		struct md_session *s = &D.s[0];
+
+		tap_ok(rc == 0 && md_count_alloc(s, 0, 4321) == 500 && !s->reused_recs &&
+		       !check_allocs(s, &why),
+		       "client: HEAPPROFD_STACK_REUSE=0: all 500 records carry their whole stack (%llu reused)",
+		       (unsigned long long)s->reused_recs);
+	} else {
+		tap_ok(0, "client: HEAPPROFD_STACK_REUSE=0 run (rc %d, sessions %d)", rc, D.nsess);
 	}
 	md_free(&D);
 }

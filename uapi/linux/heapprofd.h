@@ -28,7 +28,7 @@
 #include <linux/const.h>
 
 #define HEAPPROFD_DEVICE_NAME	"heapprofd"	/* /dev/heapprofd */
-#define HEAPPROFD_ABI_VERSION	2
+#define HEAPPROFD_ABI_VERSION	3
 #define HEAPPROFD_CTL_MAGIC	0x48505244	/* "HPRD" */
 
 /*
@@ -276,12 +276,28 @@ enum heapprofd_arch {
 /* heapprofd_rec_alloc.hdr.flags */
 #define HEAPPROFD_ALLOC_STACK_TRUNCATED	_BITUL(0) /* stack_cap was reached */
 #define HEAPPROFD_ALLOC_EXACT		_BITUL(1) /* est_size is the size */
+#define HEAPPROFD_ALLOC_STACK_REUSED	_BITUL(2) /* stack_reused is set */
+
+/* The most a record may take from its thread's previous record (below). */
+#define HEAPPROFD_STACK_REUSE_MAX	(8U << 10)
 
 /*
  * A sampled allocation. est_size is what this sample stands for: count *
  * interval, or req_size when the allocation was recorded exactly. The raw
  * stack, stack_len bytes copied from address regs[SP] upwards, follows the
  * structure (padded to HEAPPROFD_REC_ALIGN).
+ *
+ * Stack reuse (ABI 3): the outer part of a thread's stack rarely changes
+ * between two of its samples. With HEAPPROFD_ALLOC_STACK_REUSED the record
+ * carries only [sp, sp + stack_len); the stack_reused bytes above it, up to
+ * stack_top (sp + stack_len + stack_reused == stack_top), are byte for
+ * byte those at the same addresses in the previous ALLOC record written by
+ * the same thread (tid) in this session, which had the same stack_top and
+ * covered them within its topmost HEAPPROFD_STACK_REUSE_MAX bytes.
+ * stack_reused is a multiple of 8 and at most HEAPPROFD_STACK_REUSE_MAX;
+ * without the flag it is 0. A reader that does not have that previous
+ * record (it attached in between) treats the record as truncated there.
+ * Records written by the kernel never reuse and are never reused from.
  */
 struct heapprofd_rec_alloc {
 	struct heapprofd_rec_hdr hdr;
@@ -300,6 +316,8 @@ struct heapprofd_rec_alloc {
 	__u32 nregs;
 	__u32 stack_len;
 	__u64 regs[HEAPPROFD_MAX_REGS];
+	__u32 stack_reused;	/* bytes taken from the previous record */
+	__u32 resv2;		/* zero */
 };
 
 /* The free of a sampled address, ordered after its allocation by seq. */

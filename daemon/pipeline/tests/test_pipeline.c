@@ -335,6 +335,63 @@ static void test_memo(struct hp_proc *pr, const uint8_t *rec, uint32_t len,
 	free(t);
 }
 
+/*
+ * Stack reuse: a record that leaves out the top of its stack (the same as
+ * in its thread's previous record) is made whole before anything reads it:
+ * the memo then knows it; for a thread with no previous record it is
+ * passed on truncated; a reuse that does not end at stack_top is malformed.
+ */
+static void test_reuse(struct hp_proc *pr, const uint8_t *rec, uint32_t len, const char *what)
+{
+	const struct heapprofd_rec_alloc *a = (const void *)rec;
+	struct heapprofd_rec_alloc *t = malloc(len);
+	struct hp_proc_stats s0, s1, s2;
+	uint32_t k, tlen;
+	char why[200];
+	int fed, unknown, bad;
+
+	/* Whole, as the thread's previous record... */
+	memcpy(t, rec, len);
+	t->addr += 1 << 20;
+	t->seq += 100000;
+	fed = !hp_proc_feed(pr, t, len, why, sizeof(why));
+	hp_proc_sync(pr);
+	hp_proc_get_stats(pr, &s0);
+	/* ... then the same stack with its top 4 KiB (at most) left out. */
+	k = (a->stack_len < 4096 ? a->stack_len : 4096) & ~7U;
+	tlen = (uint32_t)(sizeof(*t) + a->stack_len - k + 7) & ~7U;
+	memset(t, 0, len);
+	memcpy(t, rec, sizeof(*t) + a->stack_len - k);
+	t->hdr.len = tlen;
+	t->hdr.flags |= HEAPPROFD_ALLOC_STACK_REUSED;
+	t->stack_len -= k;
+	t->stack_reused = k;
+	t->addr += 2 << 20;
+	t->seq += 200000;
+	fed &= !hp_proc_feed(pr, t, tlen, why, sizeof(why));
+	hp_proc_sync(pr);
+	hp_proc_get_stats(pr, &s1);
+	ok(fed && k && s1.reuse_rebuilt == s0.reuse_rebuilt + 1 &&
+	   s1.memo_hits == s0.memo_hits + 1 && s1.memo_misses == s0.memo_misses,
+	   "%s: a record reusing its thread's top %u stack bytes is made whole (the memo knows it)",
+	   what, k);
+	/* Another thread, never seen: passed on, truncated. */
+	t->tid += 4242;
+	t->addr += 4096;
+	t->seq += 1;
+	unknown = !hp_proc_feed(pr, t, tlen, why, sizeof(why));
+	hp_proc_sync(pr);
+	hp_proc_get_stats(pr, &s2);
+	ok(unknown && s2.reuse_missing == s1.reuse_missing + 1,
+	   "%s: a reuse with no previous record of its thread is passed on as truncated", what);
+	/* Reused bytes that do not end at stack_top: malformed. */
+	t->stack_reused = k - 8;
+	bad = hp_proc_feed(pr, t, tlen, why, sizeof(why));
+	ok(bad < 0 && strstr(why, "reuses"), "%s: a reuse that does not end at stack_top is malformed (%s)",
+	   what, why);
+	free(t);
+}
+
 static void test_unwind(enum chain c, int exit_first, const char *what)
 {
 	static const char *const o0[] = { "main", "o0_level1", "o0_level2", "o0_level3",
@@ -384,6 +441,7 @@ static void test_unwind(enum chain c, int exit_first, const char *what)
 		free(fb);
 		free(t);
 		test_memo(pr, rec, len, prefix, what);
+		test_reuse(pr, rec, len, what);
 	}
 	child_finish(&ch);
 	if (c == CH_DLOPEN) {

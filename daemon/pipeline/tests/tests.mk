@@ -22,7 +22,7 @@ $(PL_TDIR)/target_o0.o: $(PL_TSRC)/target_o0.c $(PL_TSRC)/capture.h
 $(PL_TDIR)/target_o2.o: $(PL_TSRC)/target_o2.c $(PL_TSRC)/capture.h
 	@mkdir -p $(PL_TDIR)
 	$(PL_CC) -std=gnu11 -g -O2 -fomit-frame-pointer -fno-optimize-sibling-calls -c $< -o $@
-$(PL_TDIR)/capture.o: $(PL_TSRC)/capture.c $(PL_TSRC)/capture.h
+$(PL_TDIR)/capture.o: $(PL_TSRC)/capture.c $(PL_TSRC)/capture.h $(PL_HDRS)
 	@mkdir -p $(PL_TDIR)
 	$(PL_CC) -std=gnu11 -g -O2 -fomit-frame-pointer -c $< -o $@
 
