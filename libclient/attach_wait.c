@@ -32,6 +32,14 @@
 #include "internal.h"
 
 #define HP_EXIT_WAIT_DEFAULT_MS	1000
+/*
+ * At the start of a program that heapprofctl record runs, the daemon it
+ * started will attach: the wait ends as soon as it does, so the bound only
+ * matters where the attach is slow (a debug kernel under emulation took
+ * over a second), and there a program that exits at once (_exit, no
+ * destructor) would lose every sample.
+ */
+#define HP_START_WAIT_RECORD_MS	10000
 #define HP_EXIT_POLL_NS		1000000L	/* 1 ms between looks */
 
 static uint64_t mono_ms(void)
@@ -51,7 +59,7 @@ static void nap(void)
 
 /* How long to wait: HEAPPROFD_EXIT_WAIT_MS if set (0 disables), else the
  * default when a daemon seems to be running, else not at all. */
-static uint32_t wait_budget_ms(void)
+static uint32_t wait_budget_ms(int at_start)
 {
 	const char *ctl;
 
@@ -59,7 +67,7 @@ static uint32_t wait_budget_ms(void)
 		return (uint32_t)hp_cfg.exit_wait_ms;
 	/* heapprofctl record names the recorded process: a daemon is coming. */
 	if (getenv("HEAPPROFD_ROOT_PID"))
-		return HP_EXIT_WAIT_DEFAULT_MS;
+		return at_start ? HP_START_WAIT_RECORD_MS : HP_EXIT_WAIT_DEFAULT_MS;
 	ctl = getenv(HP_CTL_ENV);
 	return hp_daemon_expected(hp_cfg.socket_path, ctl ? ctl : HP_CTL_DEFAULT) ?
 	       HP_EXIT_WAIT_DEFAULT_MS : 0;
@@ -78,7 +86,7 @@ void hp_start_wait(void)
 		return;
 	if (__atomic_load_n(&hp_sess.ring.kstate->attach_count, __ATOMIC_RELAXED))
 		return;
-	budget = wait_budget_ms();
+	budget = wait_budget_ms(1);
 	if (!budget)
 		return;
 	hp_debug("start: waiting up to %llu ms for a consumer",
@@ -104,7 +112,7 @@ void hp_exit_wait(void)
 	if (!__atomic_load_n(&r->cnt->records_written, __ATOMIC_RELAXED) ||
 	    __atomic_load_n(&r->kstate->attach_count, __ATOMIC_RELAXED))
 		return;
-	budget = wait_budget_ms();
+	budget = wait_budget_ms(0);
 	if (!budget)
 		return;
 	hp_debug("exit: waiting up to %llu ms for a consumer",
