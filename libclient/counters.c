@@ -61,7 +61,7 @@ static void thread_exit(void *arg)
 	struct hp_thread *t = arg;
 
 	hp_counters_publish(t);
-	hp_stack_shadow_free(t);
+	hp_stack_shadow_free();
 	pthread_mutex_lock(&reg_lock);
 	t->exited = 1;
 	__atomic_store_n(&t->registered, 0, __ATOMIC_RELAXED);

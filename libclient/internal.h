@@ -97,8 +97,8 @@ uint64_t hp_next_seq(void);
 /* Moves whenever the reader of the ring may have changed (session start,
  * a new config generation: an attach): no record reuses across it. */
 extern uint32_t hp_reuse_gen;
-struct hp_thread;
-void hp_stack_shadow_free(struct hp_thread *t);
+/* At thread exit: this thread's stack-reuse buffer (session.c). */
+void hp_stack_shadow_free(void);
 
 /* regs: taken by hp_regs_capture() in a frame that is still live (the
  * stack is copied from their sp up to the thread's stack top). */
@@ -136,15 +136,6 @@ struct hp_thread {
 	 * sample does not add to two shared counters. */
 	uint64_t rec_written, rec_bytes, pub_rec_written, pub_rec_bytes;
 	uint64_t stack_lo, stack_top;
-	/*
-	 * The topmost bytes of the stack in this thread's last ALLOC record
-	 * (stack reuse, uapi HEAPPROFD_ALLOC_STACK_REUSED): shadow_len bytes
-	 * below shadow_top, at the end of a HEAPPROFD_STACK_REUSE_MAX buffer
-	 * (mmap, at the first sample), valid while shadow_gen == hp_reuse_gen.
-	 */
-	uint8_t *shadow;
-	uint64_t shadow_top;
-	uint32_t shadow_len, shadow_gen;
 	uint32_t interval_gen;
 	int inited;
 	int registered;			/* in the registry: published at exit */
@@ -153,6 +144,19 @@ struct hp_thread {
 	int resolving;			/* inside dlsym bootstrap */
 	uint32_t tid;
 	struct hp_thread *next, *prev;	/* registry for process exit */
+	/*
+	 * The topmost bytes of the stack in this thread's last ALLOC record
+	 * (stack reuse, uapi HEAPPROFD_ALLOC_STACK_REUSED): len bytes below
+	 * top, at the end of a HEAPPROFD_STACK_REUSE_MAX buffer (mmap, at the
+	 * first sample), valid while gen == hp_reuse_gen. Last, in what was
+	 * padding: the fields the common paths use keep their offsets and
+	 * the structure its size.
+	 */
+	struct hp_shadow {
+		uint8_t *buf;
+		uint64_t top;
+		uint32_t len, gen;
+	} shadow;
 } __attribute__((aligned(64)));
 
 /* The countdown never exceeds this; the rest waits in deferred. */

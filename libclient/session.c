@@ -290,12 +290,18 @@ static inline void prefetch_for_write(const void *p, uint32_t n)
 
 uint32_t hp_reuse_gen;
 
-void hp_stack_shadow_free(struct hp_thread *t)
+/*
+ * The topmost bytes of the stack in this thread's last ALLOC record (stack
+ * reuse, uapi HEAPPROFD_ALLOC_STACK_REUSED) are hp_self.shadow (internal.h).
+ */
+void hp_stack_shadow_free(void)
 {
-	if (t->shadow)
-		munmap(t->shadow, HEAPPROFD_STACK_REUSE_MAX);
-	t->shadow = NULL;
-	t->shadow_len = 0;
+	struct hp_shadow *sh = &hp_self.shadow;
+
+	if (sh->buf)
+		munmap(sh->buf, HEAPPROFD_STACK_REUSE_MAX);
+	sh->buf = NULL;
+	sh->len = 0;
 }
 
 /*
@@ -304,19 +310,19 @@ void hp_stack_shadow_free(struct hp_thread *t)
  * blocks that memcmp does fast, then word by word in the block that
  * differs; a multiple of 8.
  */
-static uint32_t same_top(const struct hp_thread *t, uint64_t sp, uint64_t top,
+static uint32_t same_top(const struct hp_shadow *sh, uint64_t sp, uint64_t top,
 			 uint32_t gen)
 {
 	const uint8_t *live, *old;
 	uint32_t n, k = 0;
 
-	if (!t->shadow || !t->shadow_len || t->shadow_gen != gen || t->shadow_top != top)
+	if (!sh->buf || !sh->len || sh->gen != gen || sh->top != top)
 		return 0;
-	n = t->shadow_len;
+	n = sh->len;
 	if (n > top - sp)
 		n = (uint32_t)(top - sp) & ~7U;
 	live = (const uint8_t *)(uintptr_t)top;
-	old = t->shadow + HEAPPROFD_STACK_REUSE_MAX;
+	old = sh->buf + HEAPPROFD_STACK_REUSE_MAX;
 	while (k + 256 <= n && !memcmp(live - k - 256, old - k - 256, 256))
 		k += 256;
 	while (k + 8 <= n && !memcmp(live - k - 8, old - k - 8, 8))
@@ -325,33 +331,33 @@ static uint32_t same_top(const struct hp_thread *t, uint64_t sp, uint64_t top,
 }
 
 /* After a record is written: its topmost bytes become the shadow. */
-static void shadow_update(struct hp_thread *t, uint64_t sp, uint64_t top,
+static void shadow_update(struct hp_shadow *sh, uint64_t sp, uint64_t top,
 			  uint32_t same, uint32_t gen, int whole)
 {
 	uint32_t n;
 
-	if (!whole || !hp_cfg.stack_reuse || t->exited) {
-		t->shadow_len = 0;	/* (an exited thread would leak a new one) */
+	if (!whole || !hp_cfg.stack_reuse || hp_self.exited) {
+		sh->len = 0;	/* (an exited thread would leak a new buffer) */
 		return;
 	}
-	if (!t->shadow) {
+	if (!sh->buf) {
 		void *m = mmap(NULL, HEAPPROFD_STACK_REUSE_MAX, PROT_READ | PROT_WRITE,
 			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 		if (m == MAP_FAILED)
 			return;
-		t->shadow = m;
+		sh->buf = m;
 	}
 	n = top - sp < HEAPPROFD_STACK_REUSE_MAX ? (uint32_t)(top - sp) & ~7U :
 						    HEAPPROFD_STACK_REUSE_MAX;
-	if (t->shadow_gen != gen || t->shadow_top != top || same > n)
+	if (sh->gen != gen || sh->top != top || same > n)
 		same = 0;
 	/* [top - same, top) is in the shadow already. */
-	memcpy(t->shadow + HEAPPROFD_STACK_REUSE_MAX - n,
+	memcpy(sh->buf + HEAPPROFD_STACK_REUSE_MAX - n,
 	       (const uint8_t *)(uintptr_t)(top - n), n - same);
-	t->shadow_len = n;
-	t->shadow_top = top;
-	t->shadow_gen = gen;
+	sh->len = n;
+	sh->top = top;
+	sh->gen = gen;
 }
 
 int hp_write_alloc(const void *addr, uint64_t req, uint64_t usable,
@@ -378,12 +384,12 @@ int hp_write_alloc(const void *addr, uint64_t req, uint64_t usable,
 	gen = __atomic_load_n(&hp_reuse_gen, __ATOMIC_ACQUIRE);
 	/* The top of the stack the daemon has from our last record. */
 	if (!truncated && hp_cfg.stack_reuse)
-		same = same_top(t, sp, t->stack_top, gen);
+		same = same_top(&hp_self.shadow, sp, t->stack_top, gen);
 	len = (uint32_t)sizeof(*rec) + (uint32_t)(want - same);
 	h = reserve(len, HEAPPROFD_REC_ALLOC,
 		    (hp_cfg.flags & HEAPPROFD_CFG_BLOCK) ? hp_cfg.block_timeout_us : 0, 0);
 	if (!h) {
-		t->shadow_len = 0;	/* the daemon will not see this one */
+		hp_self.shadow.len = 0;	/* the daemon will not see this one */
 		adapt();
 		return -1;
 	}
@@ -414,7 +420,7 @@ int hp_write_alloc(const void *addr, uint64_t req, uint64_t usable,
 	h->flags = (truncated ? HEAPPROFD_ALLOC_STACK_TRUNCATED : 0) |
 		   (exact ? HEAPPROFD_ALLOC_EXACT : 0) |
 		   (same ? HEAPPROFD_ALLOC_STACK_REUSED : 0);
-	shadow_update(t, sp, t->stack_top, same, gen,
+	shadow_update(&hp_self.shadow, sp, t->stack_top, same, gen,
 		      !truncated && sp + stack_len + same == t->stack_top);
 	commit(h, len);
 	adapt();
