@@ -220,7 +220,7 @@ hp_ring_reserve_keep(struct hp_ring *r, uint32_t len, uint16_t type, uint64_t ke
 	len = hp_ring_align(len);
 	if (len < sizeof(*h) || len > r->size || len > HEAPPROFD_REC_LEN_MASK)
 		return NULL;
-	room = keep < r->size - len ? r->size - keep : len;
+	room = keep < r->size - len ? r->size - keep : r->size;
 	t = __atomic_load_n(&r->prod->tail, __ATOMIC_RELAXED);
 	do {
 		/*

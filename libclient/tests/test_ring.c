@@ -255,8 +255,17 @@ static void test_keep(void)
 		tap_ok(0, "ring: map");
 		return;
 	}
-	tap_ok(hp_ring_reserve_keep(&ring, (uint32_t)(size - 64), HEAPPROFD_REC_ALLOC, keep) != NULL,
-	       "ring: a record larger than the ring minus keep still fits an empty ring");
+	{
+		/* One small record in the ring, then a big one that fits
+		 * beside it only without the keep: it needs only the ring. */
+		struct heapprofd_rec_hdr *small = hp_ring_reserve(&ring, 64, HEAPPROFD_REC_FREE);
+
+		if (small)
+			hp_ring_commit(&ring, small);
+		tap_ok(small && hp_ring_reserve_keep(&ring, (uint32_t)(size - 128),
+						     HEAPPROFD_REC_ALLOC, keep) != NULL,
+		       "ring: a record larger than the ring minus keep fits wherever the ring has room for it");
+	}
 	munmap(ring.map, ring.map_len);
 }
 
