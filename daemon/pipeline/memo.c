@@ -79,7 +79,6 @@ struct hp_memo *hp_memo_new(void)
 	return m;
 }
 
-
 static size_t ent_bytes(const struct memo_ent *e)
 {
 	return sizeof(*e) + e->nreads * (sizeof(uint32_t) + sizeof(uint64_t)) +

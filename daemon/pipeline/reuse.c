@@ -69,9 +69,12 @@ size_t hp_reuse_mem(const struct hp_reuse *r)
 	return r ? __atomic_load_n(&r->mem, __ATOMIC_RELAXED) : 0;
 }
 
-/* Keep the top of a whole record's stack for the thread's next record. */
+/*
+ * Keep the top of a whole record's stack for the thread's next record. Its
+ * topmost `held` bytes came from the saved copy and are still there.
+ */
 static void remember(struct hp_reuse *r, const struct heapprofd_rec_alloc *a,
-		     const uint8_t *stack)
+		     const uint8_t *stack, uint32_t held)
 {
 	uint64_t sp = a->regs[HEAPPROFD_X86_64_SP];
 	struct saved *s = hp_hmap_get(&r->threads, a->tid, 0);
@@ -89,6 +92,8 @@ static void remember(struct hp_reuse *r, const struct heapprofd_rec_alloc *a,
 		}
 		account(r);
 	}
+	if (s->top != a->stack_top)
+		held = 0;
 	s->top = a->stack_top;
 	s->len = 0;
 	/* Only a copy that reaches the top can be reused from. */
@@ -96,7 +101,9 @@ static void remember(struct hp_reuse *r, const struct heapprofd_rec_alloc *a,
 		return;
 	n = a->stack_len < HEAPPROFD_STACK_REUSE_MAX ? a->stack_len :
 							HEAPPROFD_STACK_REUSE_MAX;
-	memcpy(s->b + HEAPPROFD_STACK_REUSE_MAX - n, stack + a->stack_len - n, n);
+	if (held > n)
+		held = n;
+	memcpy(s->b + HEAPPROFD_STACK_REUSE_MAX - n, stack + a->stack_len - n, n - held);
 	s->len = n;
 }
 
@@ -115,7 +122,7 @@ int hp_reuse_apply(struct hp_reuse *r, const struct heapprofd_rec_alloc *a,
 
 	*out = NULL;
 	if (!(a->hdr.flags & HEAPPROFD_ALLOC_STACK_REUSED)) {
-		remember(r, a, stack);
+		remember(r, a, stack, 0);
 		return 0;
 	}
 	/* parse.c checked: reused <= the maximum, and the two parts end at
@@ -150,7 +157,7 @@ int hp_reuse_apply(struct hp_reuse *r, const struct heapprofd_rec_alloc *a,
 	need = align8(hdr + w->stack_len);
 	w->hdr.len = (uint32_t)need;	/* a was validated: no BUSY, no DISCARD */
 	memset(r->buf + hdr + w->stack_len, 0, need - hdr - w->stack_len);
-	remember(r, w, r->buf + hdr);
+	remember(r, w, r->buf + hdr, k);
 	*out = r->buf;
 	*outlen = need;
 	return 1;
