@@ -152,6 +152,7 @@ static void destroy(struct hp_elf *e)
 		close(e->fd);
 	if (e->dwfl)
 		hp_symbolize_release(e);
+	hp_symcache_close(e);
 	hp_hmap_for_each(&e->syms, ent) {
 		struct hp_sym *sy = ent->v;
 

@@ -127,6 +127,9 @@ struct hp_elf {
 	int dwfl_state;			/* 0 untried, 1 ok, -1 failed */
 	struct hp_hmap syms;		/* vaddr -> struct hp_sym */
 	struct hp_strtab strs;
+	int symcache_state;		/* 0 untried, 1 in use, -1 not for this file */
+	int symcache_fd;
+	uint64_t symcache_entries;	/* addresses read from the cache file */
 };
 
 struct hp_elfcache {
@@ -160,6 +163,16 @@ int hp_parse_build_id_note(const uint8_t *p, size_t len, uint8_t *out, size_t *o
 const struct hp_sym *hp_symbolize(struct hp_elf *e, uint64_t vaddr);
 char *hp_demangle(const char *name);	/* malloc'd or NULL */
 void hp_symbolize_release(struct hp_elf *e);
+/* The debug roots searched for separate debug info (a ':' list). */
+const char *hp_debuginfo_roots(void);
+
+/* ---- symcache.c --------------------------------------------------------- */
+
+/* The on-disk symbol cache (symcache.c), under e->sym_lock. */
+const char *hp_symcache_dir(void);	/* NULL: off */
+void hp_symcache_load(struct hp_elf *e);
+void hp_symcache_note(struct hp_elf *e, uint64_t vaddr, const struct hp_sym *s);
+void hp_symcache_close(struct hp_elf *e);
 
 /* ---- maps.c ------------------------------------------------------------ */
 

@@ -36,7 +36,27 @@ char *hp_demangle(const char *name)
 	return d;
 }
 
-static char *debuginfo_path;	/* NULL: libdwfl's default search path */
+/*
+ * Where separate debug info is looked for: libdwfl's default search path
+ * (NULL: ":.debug:/usr/lib/debug"), or $HEAPPROFD_DEBUGINFO_PATH in the
+ * same form (debug files kept elsewhere; the tests' own debug root).
+ */
+static char *debuginfo_path;
+static pthread_once_t debuginfo_once = PTHREAD_ONCE_INIT;
+
+static void debuginfo_init(void)
+{
+	const char *env = getenv("HEAPPROFD_DEBUGINFO_PATH");
+
+	if (env && *env)
+		debuginfo_path = strdup(env);
+}
+
+const char *hp_debuginfo_roots(void)
+{
+	pthread_once(&debuginfo_once, debuginfo_init);
+	return debuginfo_path ? debuginfo_path : "/usr/lib/debug";
+}
 
 static const Dwfl_Callbacks offline_cb = {
 	.find_elf = dwfl_build_id_find_elf,
@@ -47,10 +67,12 @@ static const Dwfl_Callbacks offline_cb = {
 
 static int open_dwfl(struct hp_elf *e)
 {
-	Dwfl *d = dwfl_begin(&offline_cb);
+	Dwfl *d;
 	Dwfl_Module *mod;
 	int fd;
 
+	hp_debuginfo_roots();	/* debuginfo_path set */
+	d = dwfl_begin(&offline_cb);
 	if (!d)
 		return -1;
 	if (e->fd >= 0) {
@@ -176,11 +198,15 @@ static void add_inline_chain(struct hp_elf *e, Dwfl_Module *mod, GElf_Addr a,
 
 static const struct hp_sym *lookup(struct hp_elf *e, uint64_t vaddr)
 {
-	struct hp_sym *s = hp_hmap_get(&e->syms, vaddr, 0);
+	struct hp_sym *s;
 	Dwfl_Module *mod;
 	const char *name;
 	Dwfl_Line *line;
 
+	/* What an earlier daemon learned from this file's debug info. */
+	if (!e->symcache_state)
+		hp_symcache_load(e);
+	s = hp_hmap_get(&e->syms, vaddr, 0);
 	if (s)
 		return s;
 	s = calloc(1, sizeof(*s));
@@ -227,6 +253,8 @@ static const struct hp_sym *lookup(struct hp_elf *e, uint64_t vaddr)
 		free(s);
 		return NULL;
 	}
+	if (e->dwfl_state > 0)
+		hp_symcache_note(e, vaddr, s);
 	return s;
 }
 

@@ -1022,6 +1022,127 @@ static void test_sigmask(void)
 	sigaction(SIGUSR1, &osa, NULL);
 }
 
+/* The symbol cache (symcache.c): a library whose debug info sits, compressed,
+ * in a debug root by build id, as distributions ship it. */
+static int sym_is(const struct hp_sym *s, const struct hp_sym *want)
+{
+	return s && want && s->func && want->func && !strcmp(s->func, want->func) &&
+	       s->line == want->line && (s->file == want->file ||
+		(s->file && want->file && !strcmp(s->file, want->file)));
+}
+
+static void test_symcache(void)
+{
+	char cmd[600], path[600], hex[2 * 64 + 1], *out, *txt;
+	struct hp_sym want = { 0 };
+	const struct hp_sym *s;
+	struct hp_elf *e;
+	uint64_t va = 0;
+	int fd, opened, entries;
+
+	snprintf(cmd, sizeof(cmd), "nm -D --defined-only %s | sed -n 's/ T dl_entry$//p'",
+		 HP_SYMTEST_SO);
+	out = run(cmd);
+	if (out)
+		va = strtoull(out, NULL, 16) + 4;
+	free(out);
+	e = hp_elf_open(NULL, HP_SYMTEST_SO, -1, 0, 0);
+	ok(e && va && hp_symcache_dir(), "symcache: test library (%#llx) and cache directory %s",
+	   (unsigned long long)va, hp_symcache_dir() ? hp_symcache_dir() : "(off)");
+	if (!e || !va || !hp_symcache_dir()) {
+		if (e)
+			hp_elf_put(e);
+		return;
+	}
+	hp_elf_build_id_hex(e, hex, sizeof(hex));
+	snprintf(path, sizeof(path), "%s/%s.sym", hp_symcache_dir(), hex);
+	s = hp_symbolize(e, va);
+	ok(s && s->func && !strcmp(s->func, "dl_entry") && s->file && strstr(s->file, "dltest.c") &&
+	   s->line > 0 && e->dwfl_state == 1,
+	   "symcache: cold: dl_entry at %s:%d from the separate, compressed debug file",
+	   s && s->file ? s->file : "?", s ? s->line : 0);
+	if (s && s->func && s->file) {
+		want.func = strdup(s->func);
+		want.file = strdup(s->file);
+		want.line = s->line;
+	}
+	hp_elf_put(e);
+	txt = slurp(path);
+	ok(txt && !strncmp(txt, "heapprofd-symcache 1 ", 21) && strstr(txt, "\tdl_entry\t"),
+	   "symcache: the cache file holds the header and the address's line");
+	free(txt);
+
+	/* Warm: the answer comes from the file, the DWARF is never opened. */
+	e = hp_elf_open(NULL, HP_SYMTEST_SO, -1, 0, 0);
+	s = e ? hp_symbolize(e, va) : NULL;
+	opened = e ? e->dwfl_state : -2;
+	entries = e ? (int)e->symcache_entries : 0;
+	ok(sym_is(s, &want) && opened == 0 && entries >= 1,
+	   "symcache: warm: the same function, file and line, read from the cache (%d entries, DWARF %s)",
+	   entries, opened ? "opened" : "not opened");
+	if (e)
+		hp_elf_put(e);
+
+	/* A line that does not parse: not trusted, the DWARF answers. */
+	fd = open(path, O_WRONLY | O_APPEND);
+	if (fd >= 0) {
+		if (write(fd, "zz\t9999\tx\n", 10) != 10)
+			diag("append failed");
+		close(fd);
+	}
+	txt = slurp(path);
+	if (txt) {
+		/* The garbage right after the header: every entry after it is ignored. */
+		char *nl = strchr(txt, '\n');
+
+		fd = nl ? open(path, O_WRONLY | O_TRUNC) : -1;
+		if (fd >= 0) {
+			size_t h = nl + 1 - txt;
+
+			if (write(fd, txt, h) != (ssize_t)h || write(fd, "zz\t9999\tx\n", 10) != 10 ||
+			    write(fd, nl + 1, strlen(nl + 1)) < 0)
+				diag("rewrite failed");
+			close(fd);
+		}
+	}
+	free(txt);
+	e = hp_elf_open(NULL, HP_SYMTEST_SO, -1, 0, 0);
+	s = e ? hp_symbolize(e, va) : NULL;
+	ok(e && sym_is(s, &want) && e->dwfl_state == 1 && e->symcache_entries == 0,
+	   "symcache: a corrupt cache file is not trusted; the DWARF answers the same");
+	if (e)
+		hp_elf_put(e);
+
+	/* The debug file changed (a new debug package): the file starts anew. */
+	{
+		char dbg[600], stamp[64];
+		struct stat st;
+		struct timespec ts[2];
+
+		snprintf(dbg, sizeof(dbg), "%s/.build-id/%.2s/%s.debug", HP_SYMROOT, hex, hex + 2);
+		if (!stat(dbg, &st)) {
+			ts[0] = st.st_atim;
+			ts[1] = st.st_mtim;
+			ts[1].tv_sec += 1;	/* a new mtime, whatever earlier runs left */
+			if (utimensat(AT_FDCWD, dbg, ts, 0))
+				diag("utimensat failed");
+		}
+		snprintf(stamp, sizeof(stamp), " %lld.%09ld\n", (long long)ts[1].tv_sec,
+			 ts[1].tv_nsec);
+		e = hp_elf_open(NULL, HP_SYMTEST_SO, -1, 0, 0);
+		s = e ? hp_symbolize(e, va) : NULL;
+		txt = slurp(path);
+		ok(e && sym_is(s, &want) && e->dwfl_state == 1 && txt && strstr(txt, stamp) &&
+		   !strstr(txt, "zz\t") && strstr(txt, "\tdl_entry\t"),
+		   "symcache: a changed debug file makes the cache file start anew");
+	}
+	free(txt);
+	if (e)
+		hp_elf_put(e);
+	free((char *)want.func);
+	free((char *)want.file);
+}
+
 int main(void)
 {
 	struct hp_pipeline_opts o = { .unwind_workers = 2 };
@@ -1032,6 +1153,11 @@ int main(void)
 		perror("mkdtemp");
 		return 1;
 	}
+	/* A symbol cache of the test's own, and the test library's debug root
+	 * after the usual ones. */
+	snprintf(cmd, sizeof(cmd), "%s/symcache", tmpdir);
+	setenv("HEAPPROFD_SYMCACHE", cmd, 1);
+	setenv("HEAPPROFD_DEBUGINFO_PATH", ":.debug:/usr/lib/debug:" HP_SYMROOT, 1);
 	P = hp_pipeline_new(&o);
 	ok(P != NULL, "pipeline: starts with 2 workers and a books thread");
 	if (!P)
@@ -1055,6 +1181,7 @@ int main(void)
 	test_custom_heap();
 	test_garbage();
 	test_sigmask();
+	test_symcache();
 	hp_pipeline_free(P);
 	ok(1, "pipeline: shuts down cleanly");
 	if (!failed && !getenv("HP_KEEP")) {

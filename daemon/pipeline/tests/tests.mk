@@ -10,11 +10,24 @@ PL_TDEPS   := $(PL_LIBSRC) $(PL_HDRS) $(wildcard $(PL_TSRC)/*.[ch])
 # without (only DWARF unwinds those).
 PL_TARGET_OBJS := $(PL_TDIR)/target_o0.o $(PL_TDIR)/target_o2.o $(PL_TDIR)/capture.o
 PL_DLTEST      := $(PL_TDIR)/libhp_dltest.so
-PL_TDEFS       := -DHP_DLTEST_SO='"$(PL_DLTEST)"'
+PL_SYMTEST     := $(PL_TDIR)/libhp_symtest.so
+PL_SYMROOT     := $(PL_TDIR)/symroot
+PL_TDEFS       := -DHP_DLTEST_SO='"$(PL_DLTEST)"' -DHP_SYMTEST_SO='"$(PL_SYMTEST)"' \
+		  -DHP_SYMROOT='"$(PL_SYMROOT)"'
 
 $(PL_DLTEST): $(PL_TSRC)/dltest.c
 	@mkdir -p $(PL_TDIR)
 	$(PL_CC) -std=gnu11 -g -O2 -fomit-frame-pointer -fno-optimize-sibling-calls -shared -fPIC $< -o $@
+
+# The symbol cache's test library: debug info split off into a debug root
+# by build id and compressed, as distributions ship it (libc6-dbg).
+$(PL_SYMTEST): $(PL_TSRC)/dltest.c
+	@mkdir -p $(PL_TDIR)
+	$(PL_CC) -std=gnu11 -g -O2 -Wl,--build-id -shared -fPIC $< -o $@.full
+	id=$$(readelf -n $@.full | sed -n 's/.*Build ID: *//p'); [ -n "$$id" ] && \
+	d=$(PL_SYMROOT)/.build-id/$$(echo $$id | cut -c1-2) && mkdir -p $$d && \
+	objcopy --only-keep-debug --compress-debug-sections=zlib $@.full $$d/$$(echo $$id | cut -c3-).debug && \
+	objcopy --strip-debug $@.full $@ && rm -f $@.full
 
 $(PL_TDIR)/target_o0.o: $(PL_TSRC)/target_o0.c $(PL_TSRC)/capture.h
 	@mkdir -p $(PL_TDIR)
@@ -26,13 +39,13 @@ $(PL_TDIR)/capture.o: $(PL_TSRC)/capture.c $(PL_TSRC)/capture.h $(PL_HDRS)
 	@mkdir -p $(PL_TDIR)
 	$(PL_CC) -std=gnu11 -g -O2 -fomit-frame-pointer -c $< -o $@
 
-$(PL_TDIR)/test_pipeline: $(PL_TDEPS) $(PL_TARGET_OBJS) $(PL_DLTEST)
+$(PL_TDIR)/test_pipeline: $(PL_TDEPS) $(PL_TARGET_OBJS) $(PL_DLTEST) $(PL_SYMTEST)
 	$(PL_CC) $(PL_WARN) -g -O1 $(PL_TDEFS) $(PIPELINE_CFLAGS) -o $@ $(PL_TSRC)/test_pipeline.c \
 		$(PL_LIBSRC) $(PL_TARGET_OBJS) $(PIPELINE_LIBS)
-$(PL_TDIR)/test_pipeline_asan: $(PL_TDEPS) $(PL_TARGET_OBJS) $(PL_DLTEST)
+$(PL_TDIR)/test_pipeline_asan: $(PL_TDEPS) $(PL_TARGET_OBJS) $(PL_DLTEST) $(PL_SYMTEST)
 	$(PL_CC) $(PL_WARN) -g -O1 $(PL_TDEFS) $(PL_SAN) $(PIPELINE_CFLAGS) -o $@ $(PL_TSRC)/test_pipeline.c \
 		$(PL_LIBSRC) $(PL_TARGET_OBJS) $(PIPELINE_LIBS)
-$(PL_TDIR)/test_pipeline_tsan: $(PL_TDEPS) $(PL_TARGET_OBJS) $(PL_DLTEST)
+$(PL_TDIR)/test_pipeline_tsan: $(PL_TDEPS) $(PL_TARGET_OBJS) $(PL_DLTEST) $(PL_SYMTEST)
 	$(PL_CC) $(PL_WARN) -g -O1 $(PL_TDEFS) $(PL_TSAN) $(PIPELINE_CFLAGS) -o $@ $(PL_TSRC)/test_pipeline.c \
 		$(PL_LIBSRC) $(PL_TARGET_OBJS) $(PIPELINE_LIBS)
 
