@@ -89,19 +89,32 @@ static int grow(struct hp_freeset *fs)
 
 	while (old && n < 4 * (old->live + 1))
 		n <<= 1;
-	t = table_new(n);
-	if (!t)
-		return -1;
+	t = fs->spare;
+	if (t && t->mask + 1 == n) {
+		/* Unpublished since its grace period: ours alone to clear. */
+		fs->spare = NULL;
+		memset(t->slots, 0, n * sizeof(t->slots[0]));
+		t->used = t->live = 0;
+	} else {
+		t = table_new(n);
+		if (!t)
+			return -1;
+		fs->bytes += table_bytes(n);
+		fs->tables_mapped++;
+	}
 	if (old)
 		for (i = 0; i <= old->mask; i++)
 			if (old->slots[i] > HP_FS_TOMB)
 				table_put(t, old->slots[i]);
-	fs->bytes += table_bytes(n);
 	__atomic_store_n(&fs->table, t, __ATOMIC_SEQ_CST);
 	if (old) {
 		grace_period(fs);
-		fs->bytes -= table_bytes(old->mask + 1);
-		munmap(old, table_bytes(old->mask + 1));
+		/* Keep the newest retired table as the spare. */
+		if (fs->spare) {
+			fs->bytes -= table_bytes(fs->spare->mask + 1);
+			munmap(fs->spare, table_bytes(fs->spare->mask + 1));
+		}
+		fs->spare = old;
 	}
 	return 0;
 }
@@ -183,5 +196,7 @@ void hp_freeset_reset(struct hp_freeset *fs)
 {
 	if (fs->table)
 		munmap(fs->table, table_bytes(fs->table->mask + 1));
+	if (fs->spare)
+		munmap(fs->spare, table_bytes(fs->spare->mask + 1));
 	hp_freeset_init(fs);
 }

@@ -56,7 +56,13 @@ struct hp_freeset {
 	 * of it cannot read zero here. */
 	uint64_t nlive;
 	pthread_mutex_t lock;
+	/* A retired table no reader can be in any more, kept for the next
+	 * rebuild of the same size: frees of sampled blocks leave tombstones,
+	 * so a steady state rebuilds every few hundred samples, and mapping
+	 * a fresh table each time cost two system calls and page faults. */
+	struct hp_fs_table *spare;
 	uint64_t bytes;			/* memory held by tables */
+	uint64_t tables_mapped;		/* mmaps of tables, ever */
 	/* lookups past the filter, in flight, by epoch; a line of their own */
 	uint32_t epoch __attribute__((aligned(64)));
 	uint32_t readers[2];

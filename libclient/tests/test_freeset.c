@@ -40,6 +40,27 @@ static void test_basic(void)
 	hp_freeset_reset(&fs);
 }
 
+/* The steady state of a sampling process: a window of sampled blocks
+ * alive, each freed (a tombstone) as a new one is sampled. The rebuilds
+ * that clear the tombstones reuse the retired table instead of mapping. */
+static void test_churn(void)
+{
+	uint64_t i, miss = 0;
+
+	hp_freeset_init(&fs);
+	for (i = 1; i <= 200000; i++) {
+		hp_freeset_insert(&fs, i << 4);
+		if (i > 200) {
+			if (!hp_freeset_remove(&fs, (i - 200) << 4))
+				miss++;
+		}
+	}
+	tap_ok(!miss && hp_freeset_live(&fs) == 200 && fs.tables_mapped <= 3,
+	       "freeset: 200000 samples through a window of 200: %llu tables mapped (a rebuild reuses the retired one), %llu KiB held",
+	       (unsigned long long)fs.tables_mapped, (unsigned long long)(fs.bytes >> 10));
+	hp_freeset_reset(&fs);
+}
+
 #define NT 4
 #define PER 20000
 static uint64_t lost[NT];
@@ -149,6 +170,7 @@ static void test_nlive(void)
 int main(void)
 {
 	test_basic();
+	test_churn();
 	test_twice();
 	test_nlive();
 	test_threads();
