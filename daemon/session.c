@@ -503,8 +503,12 @@ static void drain_ring(struct hpd_session *s, int producer_gone)
 		 * unread; less waits for the tick (HPD_TICK_MS), so a commit
 		 * almost never costs the producer a system call.
 		 */
-		if (producer_gone || s->poll_only ||
-		    hp_ring_prepare_sleep_wm(&s->ring, hpd_sleep_watermark(&s->ring)))
+		if (producer_gone || s->poll_only)
+			break;
+		/* The tick drains us whatever wakes us: producers may skip
+		 * their fence (uapi, timer_us). Set before the first sleep. */
+		__atomic_store_n(&s->ring.cons->timer_us, HPD_TICK_MS * 1000, __ATOMIC_RELAXED);
+		if (hp_ring_prepare_sleep_wm(&s->ring, hpd_sleep_watermark(&s->ring)))
 			break;
 	}
 	guard_on = 0;

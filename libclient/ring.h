@@ -281,8 +281,16 @@ static inline int hp_ring_finish(struct hp_ring *r, struct heapprofd_rec_hdr *h,
 	if (discard)
 		c.len |= HEAPPROFD_REC_DISCARD;
 	__atomic_store_n((uint64_t *)h, c.word, __ATOMIC_RELEASE);
-	/* Pairs with the consumer's fence between storing sleeping and its check. */
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	/*
+	 * Pairs with the consumer's fence between storing sleeping and its
+	 * check. Not needed with a consumer that drains on a timer (uapi,
+	 * timer_us): the fence waits for every store of the record to leave
+	 * the store buffer, a cross-core fetch per line the consumer zeroed,
+	 * and was most of a small record's cost. timer_us sits on sleeping's
+	 * line, which is read here anyway.
+	 */
+	if (!__atomic_load_n(&r->cons->timer_us, __ATOMIC_RELAXED))
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	watermark = __atomic_load_n(&r->cons->sleeping, __ATOMIC_RELAXED);
 	if (!watermark)
 		return 0;

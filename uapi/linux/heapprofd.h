@@ -123,12 +123,19 @@ struct heapprofd_producer {
  * eventfd). Fewer bytes wait for the consumer's own timer, whose period
  * bounds the latency. While the consumer is awake, or while less than the
  * watermark is unread, producing costs no system call.
+ *
+ * timer_us, when not 0, says that the consumer drains the ring at least
+ * every timer_us microseconds whether it is woken or not (it sets it before
+ * it first sleeps and never clears it). A producer may then read sleeping
+ * without a full barrier after its commit: a wake-up it misses because the
+ * two crossed costs at most timer_us of latency, never a record. With 0
+ * (a consumer that sleeps until woken) the barrier is required.
  */
 struct heapprofd_consumer {
 	__u64 head;
 	__u64 resv0[7];
 	__u32 sleeping;
-	__u32 resv1;
+	__u32 timer_us;
 	__u64 resv[7];
 };
 
