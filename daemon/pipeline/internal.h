@@ -257,9 +257,9 @@ void hp_memo_tick(struct hp_memo *m, uint64_t fed, uint64_t applied);
  * this sample, with *out pointing at them; -1 otherwise. The frames are
  * lent, array and all: no copy and no references (they stay valid until
  * the books have applied the job: hp_memo_tick). */
+struct hp_stack_view;
 int hp_memo_lookup(struct hp_memo *m, const struct heapprofd_rec_alloc *a,
-		   const uint8_t *stack, uint32_t stack_len, const struct hp_uframe **out,
-		   int max);
+		   const struct hp_stack_view *v, const struct hp_uframe **out, int max);
 /* Remember an unwind of a sample fed in generation gen (dropped if the
  * generation has changed since). */
 void hp_memo_insert(struct hp_memo *m, uint32_t gen, const struct heapprofd_rec_alloc *a,
@@ -279,16 +279,28 @@ size_t hp_unwinder_mem(const struct hp_unwinder *u);
 struct hp_reuse;	/* per process; the feeding thread only */
 struct hp_reuse *hp_reuse_new(void);
 void hp_reuse_free(struct hp_reuse *r);
+/* A record's stack: its own bytes, then top_len bytes of its thread's
+ * previous stack (none if it reused nothing or that stack is unknown). */
+struct hp_stack_view {
+	const uint8_t *own, *top;
+	uint32_t own_len, top_len;
+};
 /*
  * a: a validated ALLOC record (private memory) and stack its stack bytes.
- * Returns 0 when the record is whole as it is, 1 when it reused its
- * thread's previous stack: *out (*outlen bytes) is then the record made whole
- * (valid until the next call), truncated at the top if that stack is not
- * known here. Either way the thread's stack top is remembered for its next
- * record. -1: out of memory.
+ * Fills v; returns 0 when the record reused nothing, 1 when it did and the
+ * reused bytes are known (v->top, valid until the next call), 2 when they
+ * are not (the record goes on truncated at the top). Either way the
+ * thread's stack top is remembered for its next record.
  */
-int hp_reuse_apply(struct hp_reuse *r, const struct heapprofd_rec_alloc *a,
-		   const uint8_t *stack, const void **out, size_t *outlen);
+int hp_reuse_view(struct hp_reuse *r, const struct heapprofd_rec_alloc *a,
+		  const uint8_t *stack, struct hp_stack_view *v);
+/* The record made whole: hp_reuse_whole_len(v) bytes at out. */
+size_t hp_reuse_whole_len(const struct hp_stack_view *v);
+void hp_reuse_build(const struct heapprofd_rec_alloc *a, const struct hp_stack_view *v,
+		    int unknown, void *out);
+/* A copy of the header made to match the whole record. */
+void hp_reuse_fix_header(struct heapprofd_rec_alloc *w, const struct hp_stack_view *v,
+			 int unknown);
 size_t hp_reuse_mem(const struct hp_reuse *r);
 void hp_reuse_stats(const struct hp_reuse *r, uint64_t *rebuilt, uint64_t *missing);
 

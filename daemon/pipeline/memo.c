@@ -167,9 +167,29 @@ static unsigned set_of(uint64_t ip, uint64_t sp)
 	return (unsigned)(h >> 54) & (HP_MEMO_SETS - 1);
 }
 
+/* The stack word at off, from whichever part of the view holds it. */
+static int view_word(const struct hp_stack_view *v, uint32_t off, uint64_t *out)
+{
+	uint64_t total = (uint64_t)v->own_len + v->top_len;
+
+	if (off > total || total - off < sizeof(*out))
+		return -1;
+	if ((uint64_t)off + sizeof(*out) <= v->own_len) {
+		memcpy(out, v->own + off, sizeof(*out));
+	} else if (off >= v->own_len) {
+		memcpy(out, v->top + (off - v->own_len), sizeof(*out));
+	} else {
+		uint32_t a = v->own_len - off;
+
+		memcpy(out, v->own + off, a);
+		memcpy((uint8_t *)out + a, v->top, sizeof(*out) - a);
+	}
+	return 0;
+}
+
 /* Does the sample read exactly what e's unwind read? */
 static int matches(const struct memo_ent *e, const struct heapprofd_rec_alloc *a,
-		   const uint8_t *stack, uint32_t stack_len)
+		   const struct hp_stack_view *sv)
 {
 	uint32_t mask = e->regmask;
 
@@ -183,10 +203,7 @@ static int matches(const struct memo_ent *e, const struct heapprofd_rec_alloc *a
 	for (uint32_t i = 0; i < e->nreads; i++) {
 		uint64_t v;
 
-		if (e->off[i] > stack_len || stack_len - e->off[i] < sizeof(v))
-			return 0;
-		memcpy(&v, stack + e->off[i], sizeof(v));
-		if (v != e->val[i])
+		if (view_word(sv, e->off[i], &v) || v != e->val[i])
 			return 0;
 	}
 	return 1;
@@ -246,8 +263,7 @@ static void catch_up(struct hp_memo *m)
 }
 
 int hp_memo_lookup(struct hp_memo *m, const struct heapprofd_rec_alloc *a,
-		   const uint8_t *stack, uint32_t stack_len, const struct hp_uframe **out,
-		   int max)
+		   const struct hp_stack_view *v, const struct hp_uframe **out, int max)
 {
 	uint64_t ip = a->regs[HEAPPROFD_X86_64_IP], sp = a->regs[HEAPPROFD_X86_64_SP];
 	struct memo_ent **set = m->set[set_of(ip, sp)];
@@ -258,7 +274,7 @@ int hp_memo_lookup(struct hp_memo *m, const struct heapprofd_rec_alloc *a,
 		struct memo_ent *e = set[w];
 
 		if (e->ip != ip || e->sp != sp || e->nframes > max ||
-		    !matches(e, a, stack, stack_len))
+		    !matches(e, a, v))
 			continue;
 		/* Most recently used first: the next lookup finds it at once. */
 		memmove(&set[1], &set[0], w * sizeof(set[0]));

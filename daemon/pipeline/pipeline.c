@@ -766,7 +766,8 @@ void hp_proc_flush(struct hp_proc *pr)
  * record's header and the frames, straight to the books. The stack is
  * neither copied nor unwound. Returns NULL on a miss.
  */
-static struct job *memo_job(struct hp_proc *pr, const struct hp_parsed *ps)
+static struct job *memo_job(struct hp_proc *pr, const struct hp_parsed *ps,
+			    const struct hp_stack_view *v, int unknown)
 {
 	const struct hp_uframe *fr;
 	struct job *j;
@@ -774,14 +775,14 @@ static struct job *memo_job(struct hp_proc *pr, const struct hp_parsed *ps)
 
 	hp_memo_tick(pr->memo, pr->f.feed_no,
 		     __atomic_load_n(&pr->b.applied, __ATOMIC_ACQUIRE));
-	n = hp_memo_lookup(pr->memo, ps->alloc, ps->stack, ps->stack_len,
-			   &fr, pr->p->max_frames);
+	n = hp_memo_lookup(pr->memo, ps->alloc, v, &fr, pr->p->max_frames);
 	if (n < 0)
 		return NULL;
 	j = small_job(pr);
 	if (!j)
 		return NULL;	/* the frames were lent: nothing to give back */
 	memcpy(j->rec, ps->alloc, sizeof(*ps->alloc));
+	hp_reuse_fix_header((struct heapprofd_rec_alloc *)j->rec, v, unknown);
 	j->len = (sizeof(*ps->alloc) + 7) & ~(size_t)7;
 	j->memo_hit = 1;
 	/* The books only read lent frames (hp_books_alloc's borrowed). */
@@ -790,13 +791,27 @@ static struct job *memo_job(struct hp_proc *pr, const struct hp_parsed *ps)
 	return j;
 }
 
+/* A job holding a copy of len bytes of record (filled by the caller). */
+static struct job *rec_job(struct hp_proc *pr, size_t len)
+{
+	struct job *j;
+
+	if (len <= HP_SMALL_REC_BYTES)
+		return small_job(pr);
+	j = malloc(sizeof(*j) + ((len + 7) & ~(size_t)7));
+	if (j)
+		memset(j, 0, sizeof(*j));
+	return j;
+}
+
 int hp_proc_feed(struct hp_proc *pr, const void *rec, size_t len, char *why,
 		 size_t whylen)
 {
 	struct hp_pipeline *p;
 	struct hp_parsed ps;
+	struct hp_stack_view view;
 	struct job *j = NULL;
-	int r, i;
+	int r, i, reused = 0;
 
 	if (!pr || pr->ended) {
 		snprintf(why, whylen, "session already ended");
@@ -815,42 +830,28 @@ int hp_proc_feed(struct hp_proc *pr, const void *rec, size_t len, char *why,
 	if (r)
 		return r < 0 ? -1 : 0;
 	if (ps.type == HEAPPROFD_REC_ALLOC) {
-		const void *whole;
-		size_t wlen;
-
 		if (!pr->reuse) {
 			snprintf(why, whylen, "out of memory");
 			return -1;
 		}
-		r = hp_reuse_apply(pr->reuse, ps.alloc, ps.stack, &whole, &wlen);
-		if (r < 0) {
-			snprintf(why, whylen, "out of memory");
-			return -1;
-		}
-		if (r) {
-			rec = whole;
-			len = wlen;
-			if (hp_parse_record(rec, len, &ps, why, whylen))
-				return -1;
-		}
+		reused = hp_reuse_view(pr->reuse, ps.alloc, ps.stack, &view);
 	}
 	if (ps.type == HEAPPROFD_REC_MAPS && pr->memo)
 		hp_memo_new_gen(pr->memo);
 	if (ps.type == HEAPPROFD_REC_ALLOC && pr->memo)
-		j = memo_job(pr, &ps);
+		j = memo_job(pr, &ps, &view, reused == 2);
 	if (!j) {
-		if (len <= HP_SMALL_REC_BYTES) {
-			j = small_job(pr);
-		} else {
-			j = malloc(sizeof(*j) + ((len + 7) & ~(size_t)7));
-			if (j)
-				memset(j, 0, sizeof(*j));
-		}
+		if (reused)
+			len = hp_reuse_whole_len(&view);
+		j = rec_job(pr, len);
 		if (!j) {
 			snprintf(why, whylen, "out of memory");
 			return -1;
 		}
-		memcpy(j->rec, rec, len);
+		if (reused)	/* for the unwinder: the stack made whole */
+			hp_reuse_build(ps.alloc, &view, reused == 2, j->rec);
+		else
+			memcpy(j->rec, rec, len);
 		j->len = len;
 		j->memo_gen = pr->memo ? hp_memo_gen(pr->memo) : 0;
 	}

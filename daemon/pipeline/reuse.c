@@ -28,8 +28,6 @@ struct saved {
 
 struct hp_reuse {
 	struct hp_hmap threads;	/* tid -> struct saved */
-	uint8_t *buf;		/* the record made whole */
-	size_t buflen;
 	/* written by the feeding thread (hp_bump), read by anyone */
 	uint64_t rebuilt, missing, mem;
 };
@@ -53,14 +51,13 @@ void hp_reuse_free(struct hp_reuse *r)
 	if (!r)
 		return;
 	forget_all(r);
-	free(r->buf);
 	free(r);
 }
 
 /* Owner: publish what the table and buffer hold now. */
 static void account(struct hp_reuse *r)
 {
-	__atomic_store_n(&r->mem, sizeof(*r) + r->buflen + r->threads.n * sizeof(struct saved) +
+	__atomic_store_n(&r->mem, sizeof(*r) + r->threads.n * sizeof(struct saved) +
 			 r->threads.cap * sizeof(struct hp_hent), __ATOMIC_RELAXED);
 }
 
@@ -70,13 +67,13 @@ size_t hp_reuse_mem(const struct hp_reuse *r)
 }
 
 /*
- * Keep the top of a whole record's stack for the thread's next record. Its
- * topmost `held` bytes came from the saved copy and are still there.
+ * Keep the top of a record's whole stack (own bytes, then held bytes of
+ * the saved copy, which are still in place) for the thread's next record.
  */
 static void remember(struct hp_reuse *r, const struct heapprofd_rec_alloc *a,
-		     const uint8_t *stack, uint32_t held)
+		     const uint8_t *own, uint32_t own_len, uint32_t held)
 {
-	uint64_t sp = a->regs[HEAPPROFD_X86_64_SP];
+	uint64_t sp = a->regs[HEAPPROFD_X86_64_SP], whole = (uint64_t)own_len + held;
 	struct saved *s = hp_hmap_get(&r->threads, a->tid, 0);
 	uint32_t n;
 
@@ -97,70 +94,80 @@ static void remember(struct hp_reuse *r, const struct heapprofd_rec_alloc *a,
 	s->top = a->stack_top;
 	s->len = 0;
 	/* Only a copy that reaches the top can be reused from. */
-	if (!a->stack_top || sp + a->stack_len != a->stack_top)
+	if (!a->stack_top || sp + whole != a->stack_top)
 		return;
-	n = a->stack_len < HEAPPROFD_STACK_REUSE_MAX ? a->stack_len :
-							HEAPPROFD_STACK_REUSE_MAX;
+	n = whole < HEAPPROFD_STACK_REUSE_MAX ? (uint32_t)whole : HEAPPROFD_STACK_REUSE_MAX;
 	if (held > n)
 		held = n;
-	memcpy(s->b + HEAPPROFD_STACK_REUSE_MAX - n, stack + a->stack_len - n, n - held);
+	/* The held bytes are the topmost ones: only the record's own go in. */
+	memcpy(s->b + HEAPPROFD_STACK_REUSE_MAX - n, own + own_len - (n - held), n - held);
 	s->len = n;
 }
 
-static size_t align8(size_t n)
+int hp_reuse_view(struct hp_reuse *r, const struct heapprofd_rec_alloc *a,
+		  const uint8_t *stack, struct hp_stack_view *v)
 {
-	return (n + 7) & ~(size_t)7;
-}
-
-int hp_reuse_apply(struct hp_reuse *r, const struct heapprofd_rec_alloc *a,
-		   const uint8_t *stack, const void **out, size_t *outlen)
-{
-	size_t hdr = sizeof(*a), need;
-	struct heapprofd_rec_alloc *w;
 	struct saved *s;
 	uint32_t k;
 
-	*out = NULL;
+	v->own = stack;
+	v->own_len = a->stack_len;
+	v->top = NULL;
+	v->top_len = 0;
 	if (!(a->hdr.flags & HEAPPROFD_ALLOC_STACK_REUSED)) {
-		remember(r, a, stack, 0);
+		remember(r, a, stack, a->stack_len, 0);
 		return 0;
 	}
 	/* parse.c checked: reused <= the maximum, and the two parts end at
 	 * stack_top. */
 	k = a->stack_reused;
-	need = align8(hdr + a->stack_len + k);
-	if (need > r->buflen) {
-		uint8_t *nb = realloc(r->buf, need);
-
-		if (!nb)
-			return -1;
-		r->buf = nb;
-		r->buflen = need;
-		account(r);
-	}
-	w = (struct heapprofd_rec_alloc *)r->buf;
-	memcpy(w, a, hdr);
-	memcpy(r->buf + hdr, stack, a->stack_len);
-	w->hdr.flags &= ~HEAPPROFD_ALLOC_STACK_REUSED;
-	w->stack_reused = 0;
 	s = hp_hmap_get(&r->threads, a->tid, 0);
-	if (s && s->top == a->stack_top && s->len >= k) {
-		memcpy(r->buf + hdr + a->stack_len, s->b + HEAPPROFD_STACK_REUSE_MAX - k, k);
-		w->stack_len = a->stack_len + k;
-		hp_bump(&r->rebuilt, 1);
-	} else {
+	if (!s || s->top != a->stack_top || s->len < k) {
 		/* Not ours to rebuild: the unwinder stops where the copy does. */
-		w->hdr.flags |= HEAPPROFD_ALLOC_STACK_TRUNCATED;
 		hp_bump(&r->missing, 1);
-		k = 0;
+		remember(r, a, stack, a->stack_len, 0);
+		return 2;
 	}
-	need = align8(hdr + w->stack_len);
-	w->hdr.len = (uint32_t)need;	/* a was validated: no BUSY, no DISCARD */
-	memset(r->buf + hdr + w->stack_len, 0, need - hdr - w->stack_len);
-	remember(r, w, r->buf + hdr, k);
-	*out = r->buf;
-	*outlen = need;
+	v->top = s->b + HEAPPROFD_STACK_REUSE_MAX - k;
+	v->top_len = k;
+	hp_bump(&r->rebuilt, 1);
+	/* Leaves the topmost k bytes, which v->top points at, as they are. */
+	remember(r, a, stack, a->stack_len, k);
 	return 1;
+}
+
+size_t hp_reuse_whole_len(const struct hp_stack_view *v)
+{
+	return (sizeof(struct heapprofd_rec_alloc) + (size_t)v->own_len + v->top_len + 7) &
+	       ~(size_t)7;
+}
+
+void hp_reuse_build(const struct heapprofd_rec_alloc *a, const struct hp_stack_view *v,
+		    int unknown, void *out)
+{
+	size_t hdr = sizeof(*a), need = hp_reuse_whole_len(v);
+	struct heapprofd_rec_alloc *w = out;
+	uint8_t *b = out;
+
+	memcpy(w, a, hdr);
+	hp_reuse_fix_header(w, v, unknown);
+	w->hdr.len = (uint32_t)need;	/* a was validated: no BUSY, no DISCARD */
+	memcpy(b + hdr, v->own, v->own_len);
+	if (v->top_len)
+		memcpy(b + hdr + v->own_len, v->top, v->top_len);
+	memset(b + hdr + v->own_len + v->top_len, 0, need - hdr - v->own_len - v->top_len);
+}
+
+void hp_reuse_fix_header(struct heapprofd_rec_alloc *w, const struct hp_stack_view *v,
+			 int unknown)
+{
+	if (!(w->hdr.flags & HEAPPROFD_ALLOC_STACK_REUSED))
+		return;
+	w->hdr.flags &= ~HEAPPROFD_ALLOC_STACK_REUSED;
+	if (unknown)
+		w->hdr.flags |= HEAPPROFD_ALLOC_STACK_TRUNCATED;
+	w->stack_reused = 0;
+	w->stack_len = v->own_len + v->top_len;
 }
 
 void hp_reuse_stats(const struct hp_reuse *r, uint64_t *rebuilt, uint64_t *missing)

@@ -375,6 +375,27 @@ static void test_reuse(struct hp_proc *pr, const uint8_t *rec, uint32_t len, con
 	   s1.memo_hits == s0.memo_hits + 1 && s1.memo_misses == s0.memo_misses,
 	   "%s: a record reusing its thread's top %u stack bytes is made whole (the memo knows it)",
 	   what, k);
+	/* A maps record empties the memo: the same record is then built whole
+	 * for the unwinder, which must find the same frames. */
+	{
+		struct heapprofd_rec_maps m = { .hdr = { .len = sizeof(m),
+							 .type = HEAPPROFD_REC_MAPS } };
+		struct hp_proc_stats s3;
+
+		fed = !hp_proc_feed(pr, &m, sizeof(m), why, sizeof(why));
+		t->addr += 4096;
+		t->seq += 1;
+		fed &= !hp_proc_feed(pr, t, tlen, why, sizeof(why));
+		hp_proc_sync(pr);
+		hp_proc_get_stats(pr, &s3);
+		ok(fed && s3.reuse_rebuilt == s1.reuse_rebuilt + 1 &&
+		   s3.memo_misses == s1.memo_misses + 1 &&
+		   s3.frames - s1.frames == s1.frames - s0.frames &&
+		   s3.unwind_errors == s1.unwind_errors,
+		   "%s: a reusing record the memo does not know is unwound whole (%llu frames, as from the memo)",
+		   what, (unsigned long long)(s3.frames - s1.frames));
+		s1 = s3;
+	}
 	/* Another thread, never seen: passed on, truncated. */
 	t->tid += 4242;
 	t->addr += 4096;
