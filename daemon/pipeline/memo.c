@@ -200,7 +200,18 @@ static int matches(const struct memo_ent *e, const struct heapprofd_rec_alloc *a
 			return 0;
 		mask &= mask - 1;
 	}
-	for (uint32_t i = 0; i < e->nreads; i++) {
+	/* The reads are sorted by offset (hp_memo_insert): those in the
+	 * record's own bytes first, with no question of which part. */
+	uint32_t i = 0, n = e->nreads;
+
+	for (; i < n && (uint64_t)e->off[i] + sizeof(uint64_t) <= sv->own_len; i++) {
+		uint64_t v;
+
+		memcpy(&v, sv->own + e->off[i], sizeof(v));
+		if (v != e->val[i])
+			return 0;
+	}
+	for (; i < n; i++) {
 		uint64_t v;
 
 		if (view_word(sv, e->off[i], &v) || v != e->val[i])
@@ -314,8 +325,18 @@ void hp_memo_insert(struct hp_memo *m, uint32_t gen, const struct heapprofd_rec_
 	e->frames = (struct hp_uframe *)(e + 1);
 	e->val = (uint64_t *)(e->frames + n);
 	e->off = (uint32_t *)(e->val + t->nreads);
-	memcpy(e->off, t->off, t->nreads * sizeof(*e->off));
-	memcpy(e->val, t->val, t->nreads * sizeof(*e->val));
+	/* Sorted by offset, for matches(): insertion sort, once per miss. */
+	for (uint32_t i = 0; i < t->nreads; i++) {
+		uint32_t k = i;
+
+		while (k && e->off[k - 1] > t->off[i]) {
+			e->off[k] = e->off[k - 1];
+			e->val[k] = e->val[k - 1];
+			k--;
+		}
+		e->off[k] = t->off[i];
+		e->val[k] = t->val[i];
+	}
 	for (int i = 0; i < n; i++) {
 		e->frames[i] = f[i];
 		if (f[i].elf && (i == 0 || f[i].elf != f[i - 1].elf))
