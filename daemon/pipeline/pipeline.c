@@ -6,7 +6,10 @@
  *                     "feed number"), queue it: allocation records to one
  *                     of the workers (round robin), maps records to every
  *                     worker (each rereads its snapshot) and, like frees
- *                     and heap records, straight to the books.
+ *                     and heap records, straight to the books. Frees and
+ *                     allocations the unwind memo knows, most records,
+ *                     travel as events of a batch (J_EVENTS): a flat array
+ *                     with consecutive feed numbers, not a job each.
  *   workers           unwind. Each process has one unwinder per worker (its
  *                     own libunwind address space, caches and maps
  *                     snapshot), touched only by that worker, so a single
@@ -30,6 +33,7 @@
 
 enum job_kind {
 	J_REC,		/* a record (books: account it) */
+	J_EVENTS,	/* books: nev events, feed numbers feed .. feed + nev - 1 */
 	J_MAPS_W,	/* worker: reread the maps; then books: nothing (numbered) */
 	J_DUMP, J_SYNC,	/* books, numbered */
 	J_END,		/* books, numbered: the books go */
@@ -59,6 +63,24 @@ enum job_kind {
 #define HP_POOL_RETURN		64
 #define HP_POOL_MAX		4096
 
+/*
+ * Events per J_EVENTS job. A free, or an allocation whose frames the memo
+ * lends, is a few words for the books: as a job of its own it cost a pool
+ * job cleared and filled, a queue link and several cache lines pulled over
+ * to the books thread; in a batch it is one 64-byte entry, read in order.
+ */
+#define HP_EVENTS_PER_JOB	256
+
+struct event {
+	uint64_t seq, addr, est_size, req_size, usable_size;
+	struct hp_uframe *frames;	/* alloc: lent by the memo */
+	uint32_t heap_id;
+	uint16_t type;			/* HEAPPROFD_REC_ALLOC or _FREE */
+	uint16_t flags;			/* alloc: the record's, reuse resolved */
+	int32_t nframes;
+	uint32_t unused;
+};
+
 struct waiter {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -78,9 +100,8 @@ struct job {
 	int worker;		/* J_REC alloc, J_MAPS_W, J_END_W: which */
 	uint64_t feed;		/* numbered jobs */
 	uint32_t memo_gen;	/* J_REC alloc: the maps generation it was fed in */
-	int memo_hit;		/* J_REC alloc: rec holds only the alloc header and
-				 * frames (inside this job) came from the memo */
 	int small;		/* a pool job (small_job()): SMALL_JOB_BYTES */
+	unsigned nev;		/* J_EVENTS: events in rec */
 	size_t len;
 	uint64_t rec[];		/* the record copy, 8-byte aligned */
 };
@@ -113,7 +134,11 @@ struct hp_proc {
 	/* feeding thread: jobs for the books, not handed over yet */
 	struct job *pend_head, *pend_tail;
 	unsigned npend;
-	pthread_mutex_t pool_lock;	/* small jobs handed back (pool, npool) */
+	struct job *events;		/* feeding thread: the open J_EVENTS job */
+	pthread_mutex_t pool_lock;	/* small jobs handed back (pool, npool),
+					 * and event jobs (ev_pool, nev_pool) */
+	struct job *ev_pool;
+	unsigned nev_pool;
 	struct job *pool;
 	unsigned npool;
 	struct job *pool_feed;		/* feeding thread: small jobs to use */
@@ -259,11 +284,30 @@ static struct job *small_job(struct hp_proc *pr)
 	return j;
 }
 
+/*
+ * Event jobs (16 KiB) go back to the feeding thread, a few kept: freed here
+ * and allocated there, they made malloc give memory back to the system and
+ * take it again, a page fault per page.
+ */
+#define HP_EV_POOL_MAX	8
+
 /* Books thread: done with a record's job. */
 static void job_done(struct hp_proc *pr, struct job *j)
 {
 	struct job *extra = NULL;
 
+	if (j->kind == J_EVENTS) {
+		pthread_mutex_lock(&pr->pool_lock);
+		if (pr->nev_pool < HP_EV_POOL_MAX) {
+			j->next = pr->ev_pool;
+			pr->ev_pool = j;
+			pr->nev_pool++;
+			j = NULL;
+		}
+		pthread_mutex_unlock(&pr->pool_lock);
+		free(j);
+		return;
+	}
 	if (!j->small) {
 		free(j);
 		return;
@@ -293,6 +337,7 @@ static void proc_put(struct hp_proc *pr)
 	if (__atomic_sub_fetch(&pr->refs, 1, __ATOMIC_ACQ_REL))
 		return;
 	free_chain(pr->pool);
+	free_chain(pr->ev_pool);
 	free_chain(pr->pool_feed);
 	free_chain(pr->pool_ret);
 	pthread_mutex_destroy(&pr->pool_lock);
@@ -408,20 +453,13 @@ static void books_rec(struct job *j)
 	struct hp_proc *pr = j->pr;
 	struct hp_parsed ps;
 
-	if (j->memo_hit) {
-		/* The header only: validated when fed; the stack stayed behind. */
-		memset(&ps, 0, sizeof(ps));
-		ps.type = HEAPPROFD_REC_ALLOC;
-		ps.alloc = (const struct heapprofd_rec_alloc *)j->rec;
-	}
-	if (j->memo_hit || !hp_parse_record(j->rec, j->len, &ps, NULL, 0)) {
+	if (!hp_parse_record(j->rec, j->len, &ps, NULL, 0)) {
 		switch (ps.type) {
 		case HEAPPROFD_REC_ALLOC:
 			hp_bump(&pr->b.frames, j->nframes);
 			if (j->nframes <= 1)
 				hp_bump(&pr->b.unwind_errors, 1);
-			hp_books_alloc(pr->books, ps.alloc, j->frames, j->nframes,
-				       j->memo_hit);
+			hp_books_alloc(pr->books, ps.alloc, j->frames, j->nframes, 0);
 			j->nframes = 0;
 			break;
 		case HEAPPROFD_REC_FREE:
@@ -435,8 +473,7 @@ static void books_rec(struct job *j)
 		}
 	}
 	hp_uframes_put(j->frames, j->nframes);
-	if (!j->memo_hit)
-		free(j->frames);
+	free(j->frames);
 	/* Figures for `sessions`: now and then, and at every sync and dump. */
 	if (!(pr->b.accounted & 63))
 		publish_stats(pr);
@@ -497,6 +534,38 @@ static void books_dump(struct job *j)
 	publish_stats(pr);
 }
 
+/* Account a batch of events, in order. */
+static void books_events(struct job *j)
+{
+	struct hp_proc *pr = j->pr;
+	const struct event *ev = (const struct event *)j->rec;
+
+	for (unsigned i = 0; i < j->nev; i++, ev++) {
+		if (ev->type == HEAPPROFD_REC_FREE) {
+			struct heapprofd_rec_free f = {
+				.seq = ev->seq, .addr = ev->addr, .heap_id = ev->heap_id,
+			};
+
+			hp_books_free_rec(pr->books, &f);
+		} else {
+			struct heapprofd_rec_alloc a = {
+				.hdr.flags = ev->flags, .seq = ev->seq, .addr = ev->addr,
+				.req_size = ev->req_size, .usable_size = ev->usable_size,
+				.est_size = ev->est_size, .heap_id = ev->heap_id,
+			};
+
+			hp_bump(&pr->b.frames, ev->nframes);
+			if (ev->nframes <= 1)
+				hp_bump(&pr->b.unwind_errors, 1);
+			hp_books_alloc(pr->books, &a, ev->frames, ev->nframes, 1);
+		}
+		if (!(pr->b.accounted & 63))
+			publish_stats(pr);
+		hp_bump(&pr->b.accounted, 1);
+	}
+	hp_bump(&pr->b.queued_out, j->len);
+}
+
 /* Apply one numbered job, in feed order. Returns 1 if the process is gone. */
 static int books_apply(struct job *j)
 {
@@ -505,6 +574,9 @@ static int books_apply(struct job *j)
 	switch (j->kind) {
 	case J_REC:
 		books_rec(j);
+		break;
+	case J_EVENTS:
+		books_events(j);
 		break;
 	case J_DUMP:
 		books_dump(j);
@@ -555,13 +627,14 @@ static void *books_main(void *arg)
 			continue;
 		}
 		for (;;) {
-			uint64_t f = pr->books_next++;
+			uint64_t next = j->feed + (j->kind == J_EVENTS ? j->nev : 1);
 
+			pr->books_next = next;
 			if (books_apply(j))
 				break;	/* the process is gone */
-			/* Every job fed before f + 1 is applied (memo.c frees
+			/* Every job fed before next is applied (memo.c frees
 			 * the frames they borrowed after this). */
-			__atomic_store_n(&pr->b.applied, f + 1, __ATOMIC_RELEASE);
+			__atomic_store_n(&pr->b.applied, next, __ATOMIC_RELEASE);
 			j = hp_hmap_del(&pr->reorder, pr->books_next, 0);
 			if (!j)
 				break;
@@ -721,7 +794,7 @@ struct hp_proc *hp_proc_new(struct hp_pipeline *p, const struct hp_proc_info *in
 	return pr;
 }
 
-static uint64_t next_feed(struct hp_proc *pr)
+static uint64_t take_feed(struct hp_proc *pr)
 {
 	uint64_t n = pr->f.feed_no;
 
@@ -729,6 +802,67 @@ static uint64_t next_feed(struct hp_proc *pr)
 	 * which would also wait for the job's stores to drain. */
 	__atomic_store_n(&pr->f.feed_no, n + 1, __ATOMIC_RELAXED);
 	return n;
+}
+
+static void books_push(struct hp_proc *pr, struct job *j, int flush);
+
+/* The open batch of events goes to the books' pending list: before any
+ * other job is numbered, so that the list stays in feed order. */
+static void events_close(struct hp_proc *pr)
+{
+	struct job *j = pr->events;
+
+	if (!j)
+		return;
+	pr->events = NULL;
+	books_push(pr, j, 0);
+}
+
+/* The feed number of a job that is not an event. */
+static uint64_t next_feed(struct hp_proc *pr)
+{
+	events_close(pr);
+	return take_feed(pr);
+}
+
+/* A new event in the open batch (NULL: out of memory). */
+static struct event *event_new(struct hp_proc *pr)
+{
+	struct job *j = pr->events;
+	struct event *ev;
+	uint64_t f;
+
+	/* A full batch goes now, not when its last event was handed out: the
+	 * caller was still to fill that one in. */
+	if (j && j->nev == HP_EVENTS_PER_JOB) {
+		events_close(pr);
+		j = NULL;
+	}
+	if (!j) {
+		pthread_mutex_lock(&pr->pool_lock);
+		j = pr->ev_pool;
+		if (j) {
+			pr->ev_pool = j->next;
+			pr->nev_pool--;
+		}
+		pthread_mutex_unlock(&pr->pool_lock);
+		if (!j)
+			j = malloc(sizeof(*j) + HP_EVENTS_PER_JOB * sizeof(struct event));
+		if (!j)
+			return NULL;
+		memset(j, 0, sizeof(*j));
+		j->kind = J_EVENTS;
+		j->pr = pr;
+		pr->events = j;
+	}
+	f = take_feed(pr);
+	if (!j->nev)
+		j->feed = f;
+	ev = (struct event *)j->rec + j->nev++;
+	j->len += sizeof(*ev);
+	hp_bump(&pr->f.queued_in, sizeof(*ev));
+	hp_bump(&pr->f.fed, 1);
+	return ev;
 }
 
 /* A job for the books, batched (j NULL: just flush). */
@@ -757,38 +891,64 @@ static void books_push(struct hp_proc *pr, struct job *j, int flush)
 
 void hp_proc_flush(struct hp_proc *pr)
 {
-	if (pr)
-		books_push(pr, NULL, 1);
+	if (!pr)
+		return;
+	events_close(pr);
+	books_push(pr, NULL, 1);
 }
 
 /*
- * An allocation whose unwind the memo already knows: a job with the
- * record's header and the frames, straight to the books. The stack is
- * neither copied nor unwound. Returns NULL on a miss.
+ * An allocation whose unwind the memo already knows: an event with the
+ * few header fields the books read and the frames, straight to the books.
+ * The stack is neither copied nor unwound. Returns 0 on a miss, 1 when
+ * the event is in, -1 out of memory.
  */
-static struct job *memo_job(struct hp_proc *pr, const struct hp_parsed *ps,
-			    const struct hp_stack_view *v, int unknown)
+static int memo_event(struct hp_proc *pr, const struct hp_parsed *ps,
+		      const struct hp_stack_view *v, int unknown)
 {
+	struct heapprofd_rec_alloc h = *ps->alloc;
 	const struct hp_uframe *fr;
-	struct job *j;
+	struct event *ev;
 	int n;
 
 	hp_memo_tick(pr->memo, pr->f.feed_no,
 		     __atomic_load_n(&pr->b.applied, __ATOMIC_ACQUIRE));
 	n = hp_memo_lookup(pr->memo, ps->alloc, v, &fr, pr->p->max_frames);
 	if (n < 0)
-		return NULL;
-	j = small_job(pr);
-	if (!j)
-		return NULL;	/* the frames were lent: nothing to give back */
-	memcpy(j->rec, ps->alloc, sizeof(*ps->alloc));
-	hp_reuse_fix_header((struct heapprofd_rec_alloc *)j->rec, v, unknown);
-	j->len = (sizeof(*ps->alloc) + 7) & ~(size_t)7;
-	j->memo_hit = 1;
+		return 0;
+	ev = event_new(pr);
+	if (!ev)
+		return -1;	/* the frames were lent: nothing to give back */
+	hp_reuse_fix_header(&h, v, unknown);
+	ev->type = HEAPPROFD_REC_ALLOC;
+	ev->flags = h.hdr.flags;
+	ev->seq = h.seq;
+	ev->addr = h.addr;
+	ev->est_size = h.est_size;
+	ev->req_size = h.req_size;
+	ev->usable_size = h.usable_size;
+	ev->heap_id = h.heap_id;
 	/* The books only read lent frames (hp_books_alloc's borrowed). */
-	j->frames = (struct hp_uframe *)fr;
-	j->nframes = n;
-	return j;
+	ev->frames = (struct hp_uframe *)fr;
+	ev->nframes = n;
+	return 1;
+}
+
+/* A free: an event. 0, or -1 out of memory. */
+static int free_event(struct hp_proc *pr, const struct heapprofd_rec_free *f)
+{
+	struct event *ev = event_new(pr);
+
+	if (!ev)
+		return -1;
+	ev->type = HEAPPROFD_REC_FREE;
+	ev->flags = 0;
+	ev->seq = f->seq;
+	ev->addr = f->addr;
+	ev->heap_id = f->heap_id;
+	ev->frames = NULL;
+	ev->nframes = 0;
+	return 0;
 }
 
 /* A job holding a copy of len bytes of record (filled by the caller). */
@@ -838,23 +998,35 @@ int hp_proc_feed(struct hp_proc *pr, const void *rec, size_t len, char *why,
 	}
 	if (ps.type == HEAPPROFD_REC_MAPS && pr->memo)
 		hp_memo_new_gen(pr->memo);
+	r = 0;
 	if (ps.type == HEAPPROFD_REC_ALLOC && pr->memo)
-		j = memo_job(pr, &ps, &view, reused == 2);
-	if (!j) {
-		if (reused)
-			len = hp_reuse_whole_len(&view);
-		j = rec_job(pr, len);
-		if (!j) {
+		r = memo_event(pr, &ps, &view, reused == 2);
+	else if (ps.type == HEAPPROFD_REC_FREE)
+		r = free_event(pr, ps.free) ? -1 : 1;
+	if (r) {
+		if (r < 0) {
 			snprintf(why, whylen, "out of memory");
 			return -1;
 		}
-		if (reused)	/* for the unwinder: the stack made whole */
-			hp_reuse_build(ps.alloc, &view, reused == 2, j->rec);
-		else
-			memcpy(j->rec, rec, len);
-		j->len = len;
-		j->memo_gen = pr->memo ? hp_memo_gen(pr->memo) : 0;
+		while (queued_bytes(pr) > HP_MAX_QUEUED_BYTES) {
+			hp_proc_flush(pr);
+			usleep(200);
+		}
+		return 0;
 	}
+	if (reused)
+		len = hp_reuse_whole_len(&view);
+	j = rec_job(pr, len);
+	if (!j) {
+		snprintf(why, whylen, "out of memory");
+		return -1;
+	}
+	if (reused)	/* for the unwinder: the stack made whole */
+		hp_reuse_build(ps.alloc, &view, reused == 2, j->rec);
+	else
+		memcpy(j->rec, rec, len);
+	j->len = len;
+	j->memo_gen = pr->memo ? hp_memo_gen(pr->memo) : 0;
 	j->kind = J_REC;
 	j->pr = pr;
 	while (queued_bytes(pr) > HP_MAX_QUEUED_BYTES) {
@@ -875,7 +1047,7 @@ int hp_proc_feed(struct hp_proc *pr, const void *rec, size_t len, char *why,
 		}
 	}
 	j->feed = next_feed(pr);
-	if (ps.type == HEAPPROFD_REC_ALLOC && !j->memo_hit) {
+	if (ps.type == HEAPPROFD_REC_ALLOC) {
 		j->worker = (int)(__atomic_fetch_add(&pr->f.rr, 1, __ATOMIC_RELAXED) %
 				  (unsigned)p->nworkers);
 		q_push(&p->workers[j->worker], j);

@@ -332,6 +332,37 @@ static void test_memo(struct hp_proc *pr, const uint8_t *rec, uint32_t len,
 	ok(fed && c.memo_misses == b.memo_misses + 1 && c.memo_hits == b.memo_hits && own,
 	   "%s: a sample whose stack differs is unwound, not taken from the memo", what);
 	free(fb);
+	/* Many memo hits and frees: they travel to the books in batches of
+	 * events (several, and recycled), every one accounted in order. */
+	{
+		struct hp_proc_stats d, e;
+		struct heapprofd_rec_free f = { .hdr = { .len = sizeof(f),
+							 .type = HEAPPROFD_REC_FREE } };
+		int n = 3000, k;
+
+		hp_proc_get_stats(pr, &d);
+		fed = 1;
+		for (k = 0; k < n; k++) {
+			memcpy(t, rec, len);
+			t->addr = 0x7f0000000000ULL + 64 * (uint64_t)k;
+			t->seq = 1000000 + 2 * (uint64_t)k;
+			fed &= !hp_proc_feed(pr, t, len, why, sizeof(why));
+			if (k >= 100) {	/* frees trail the mallocs by 100 */
+				f.addr = 0x7f0000000000ULL + 64 * (uint64_t)(k - 100);
+				f.seq = t->seq + 1;
+				f.heap_id = t->heap_id;
+				fed &= !hp_proc_feed(pr, &f, sizeof(f), why, sizeof(why));
+			}
+		}
+		hp_proc_sync(pr);
+		hp_proc_get_stats(pr, &e);
+		ok(fed && e.accounted - d.accounted == (uint64_t)(2 * n - 100) &&
+		   e.memo_hits - d.memo_hits == (uint64_t)n &&
+		   e.live_allocs - d.live_allocs == 100 && e.unwind_errors == d.unwind_errors,
+		   "%s: %d memo hits and %d frees in batches: all accounted in order (%llu), 100 left live (%llu)",
+		   what, n, n - 100, (unsigned long long)(e.accounted - d.accounted),
+		   (unsigned long long)(e.live_allocs - d.live_allocs));
+	}
 	free(t);
 }
 
