@@ -289,7 +289,7 @@ static struct job *small_job(struct hp_proc *pr)
  * and allocated there, they made malloc give memory back to the system and
  * take it again, a page fault per page.
  */
-#define HP_EV_POOL_MAX	8
+#define HP_EV_POOL_MAX	2	/* 32 KiB per busy process at most */
 
 /* Books thread: done with a record's job. */
 static void job_done(struct hp_proc *pr, struct job *j)
