@@ -200,21 +200,28 @@ static int matches(const struct memo_ent *e, const struct heapprofd_rec_alloc *a
 			return 0;
 		mask &= mask - 1;
 	}
-	/* The reads are sorted by offset (hp_memo_insert): those in the
-	 * record's own bytes first, with no question of which part. */
-	uint32_t i = 0, n = e->nreads;
+	/*
+	 * The reads are sorted by offset (hp_memo_insert): the last is the
+	 * highest, so one check bounds them all; then those in the record's
+	 * own bytes, one that may straddle the two parts, and those in the
+	 * reused top, each with no question of which part holds it.
+	 */
+	uint32_t i = 0, n = e->nreads, own = sv->own_len;
+	uint64_t v;
 
-	for (; i < n && (uint64_t)e->off[i] + sizeof(uint64_t) <= sv->own_len; i++) {
-		uint64_t v;
-
+	if (n && (uint64_t)e->off[n - 1] + sizeof(v) > (uint64_t)own + sv->top_len)
+		return 0;
+	for (; i < n && (uint64_t)e->off[i] + sizeof(v) <= own; i++) {
 		memcpy(&v, sv->own + e->off[i], sizeof(v));
 		if (v != e->val[i])
 			return 0;
 	}
-	for (; i < n; i++) {
-		uint64_t v;
-
+	for (; i < n && e->off[i] < own; i++)
 		if (view_word(sv, e->off[i], &v) || v != e->val[i])
+			return 0;
+	for (; i < n; i++) {
+		memcpy(&v, sv->top + (e->off[i] - own), sizeof(v));
+		if (v != e->val[i])
 			return 0;
 	}
 	return 1;
@@ -325,17 +332,23 @@ void hp_memo_insert(struct hp_memo *m, uint32_t gen, const struct heapprofd_rec_
 	e->frames = (struct hp_uframe *)(e + 1);
 	e->val = (uint64_t *)(e->frames + n);
 	e->off = (uint32_t *)(e->val + t->nreads);
-	/* Sorted by offset, for matches(): insertion sort, once per miss. */
+	/* Sorted by offset, for matches(), and each offset once (the unwinder
+	 * reads some words more than once): insertion sort, once per miss. */
+	e->nreads = 0;
 	for (uint32_t i = 0; i < t->nreads; i++) {
-		uint32_t k = i;
+		uint32_t k = e->nreads, j;
 
-		while (k && e->off[k - 1] > t->off[i]) {
-			e->off[k] = e->off[k - 1];
-			e->val[k] = e->val[k - 1];
+		while (k && e->off[k - 1] > t->off[i])
 			k--;
+		if (k && e->off[k - 1] == t->off[i])
+			continue;	/* the same word: the same value */
+		for (j = e->nreads; j > k; j--) {
+			e->off[j] = e->off[j - 1];
+			e->val[j] = e->val[j - 1];
 		}
 		e->off[k] = t->off[i];
 		e->val[k] = t->val[i];
+		e->nreads++;
 	}
 	for (int i = 0; i < n; i++) {
 		e->frames[i] = f[i];
