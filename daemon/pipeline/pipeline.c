@@ -171,6 +171,7 @@ struct hp_proc {
 	} f __attribute__((aligned(64)));
 	struct {
 		uint64_t accounted, queued_out, unwind_errors, frames;
+		uint64_t allocs;	/* allocation records among accounted */
 		uint64_t applied;	/* every feed number below it is applied */
 		uint64_t live, unmatched, books_mem;
 	} b __attribute__((aligned(64)));
@@ -456,6 +457,7 @@ static void books_rec(struct job *j)
 	if (!hp_parse_record(j->rec, j->len, &ps, NULL, 0)) {
 		switch (ps.type) {
 		case HEAPPROFD_REC_ALLOC:
+			hp_bump(&pr->b.allocs, 1);
 			hp_bump(&pr->b.frames, j->nframes);
 			if (j->nframes <= 1)
 				hp_bump(&pr->b.unwind_errors, 1);
@@ -522,11 +524,12 @@ static void books_dump(struct job *j)
 					    (unsigned long long)t.bytes_dropped,
 					    (unsigned long long)t.frees_dropped);
 		}
-		hp_prof_add_comment(o, "unwinding: %llu samples, %llu with <= 1 frame, %llu maps rereads, %llu unwound, %llu from the memo",
-				    (unsigned long long)pr->b.accounted,
+		hp_prof_add_comment(o, "unwinding: %llu allocation samples (%llu unwound, %llu from the memo), %llu with <= 1 frame, %llu maps rereads; %llu records in all",
+				    (unsigned long long)pr->b.allocs,
+				    (unsigned long long)misses, (unsigned long long)hits,
 				    (unsigned long long)pr->b.unwind_errors,
 				    (unsigned long long)reloads(pr),
-				    (unsigned long long)misses, (unsigned long long)hits);
+				    (unsigned long long)pr->b.accounted);
 		hp_prof_add_comment(o, "stack reuse: %llu stacks completed from their thread's previous sample, %llu could not be (truncated)",
 				    (unsigned long long)rebuilt, (unsigned long long)missing);
 		hp_books_export(pr->books, o, whiches[i], w->symbols);
@@ -554,6 +557,7 @@ static void books_events(struct job *j)
 				.est_size = ev->est_size, .heap_id = ev->heap_id,
 			};
 
+			hp_bump(&pr->b.allocs, 1);
 			hp_bump(&pr->b.frames, ev->nframes);
 			if (ev->nframes <= 1)
 				hp_bump(&pr->b.unwind_errors, 1);
