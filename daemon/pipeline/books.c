@@ -96,6 +96,20 @@ struct stack_ent {
 	struct stack_frame { uint64_t pc; const struct hp_elf *elf; } *fr;
 };
 
+/*
+ * Paths the memo names: an allocation whose frames the unwind memo lent
+ * comes with the memo entry's id, and one id always comes with the same
+ * frames (ids are never reused), so the node its path ends in is found by
+ * the id alone, without hashing and comparing the frames. Direct-mapped.
+ */
+#define HP_PATH_CACHE		1024U	/* power of two */
+
+struct path_ent {
+	uint64_t id;
+	struct node *leaf;
+	uint32_t heap_id, truncated;
+};
+
 struct heap {
 	uint32_t id;
 	char name[32];
@@ -118,6 +132,7 @@ struct hp_books {
 	size_t nframes, nnodes;
 	int dump_at_max;
 	struct stack_ent stacks[HP_STACK_CACHE];
+	struct path_ent paths[HP_PATH_CACHE];
 	size_t stack_bytes;
 	struct live *free_live;
 	struct live_chunk *live_chunks;
@@ -383,9 +398,11 @@ static void expire_pending(struct hp_books *b)
 }
 
 void hp_books_alloc(struct hp_books *b, const struct heapprofd_rec_alloc *a,
-		    struct hp_uframe *frames, int nframes, int borrowed)
+		    struct hp_uframe *frames, int nframes, int borrowed, uint64_t path_id)
 {
 	struct heap *h = get_heap(b, a->heap_id);
+	uint32_t truncated = !!(a->hdr.flags & HEAPPROFD_ALLOC_STACK_TRUNCATED);
+	struct path_ent *pe = path_id ? &b->paths[path_id & (HP_PATH_CACHE - 1)] : NULL;
 	struct node *n;
 	struct live *l, *old;
 	struct pending *pf;
@@ -397,6 +414,10 @@ void hp_books_alloc(struct hp_books *b, const struct heapprofd_rec_alloc *a,
 	tick(b);
 	if (!h)
 		goto out;
+	if (pe && pe->id == path_id && pe->heap_id == a->heap_id && pe->truncated == truncated) {
+		n = pe->leaf;
+		goto found;
+	}
 	while (first < nframes - 1 && is_client_frame(&frames[first]))
 		first++;
 	/* What the path below depends on besides the frames themselves. */
@@ -405,7 +426,7 @@ void hp_books_alloc(struct hp_books *b, const struct heapprofd_rec_alloc *a,
 	hash = stack_hash(a->heap_id, key_flags, frames + first, nframes - first);
 	n = stack_lookup(b, hash, a->heap_id, key_flags, frames + first, nframes - first);
 	if (n)
-		goto found;
+		goto whole;
 	n = &h->root;
 	if (a->hdr.flags & HEAPPROFD_ALLOC_STACK_TRUNCATED) {
 		/* The outermost frames are missing: say so at the root. */
@@ -424,8 +445,16 @@ void hp_books_alloc(struct hp_books *b, const struct heapprofd_rec_alloc *a,
 			break;	/* out of memory or over the bound: charge the caller */
 		n = c;
 	}
-	if (i < first)	/* the whole path: remember it */
-		stack_store(b, hash, a->heap_id, key_flags, frames + first, nframes - first, n);
+	if (i >= first)
+		goto found;	/* a partial path is not remembered */
+	stack_store(b, hash, a->heap_id, key_flags, frames + first, nframes - first, n);
+whole:
+	if (pe) {
+		pe->id = path_id;
+		pe->leaf = n;
+		pe->heap_id = a->heap_id;
+		pe->truncated = truncated;
+	}
 found:
 	if (!n->listed) {
 		n->listed = 1;

@@ -256,10 +256,12 @@ void hp_memo_tick(struct hp_memo *m, uint64_t fed, uint64_t applied);
 /* The number of frames if a remembered unwind reads the same inputs in
  * this sample, with *out pointing at them; -1 otherwise. The frames are
  * lent, array and all: no copy and no references (they stay valid until
- * the books have applied the job: hp_memo_tick). */
+ * the books have applied the job: hp_memo_tick). *id names the entry: ids
+ * are never reused, so one id always comes with the same frames. */
 struct hp_stack_view;
 int hp_memo_lookup(struct hp_memo *m, const struct heapprofd_rec_alloc *a,
-		   const struct hp_stack_view *v, const struct hp_uframe **out, int max);
+		   const struct hp_stack_view *v, const struct hp_uframe **out, int max,
+		   uint64_t *id);
 /* Remember an unwind of a sample fed in generation gen (dropped if the
  * generation has changed since). */
 void hp_memo_insert(struct hp_memo *m, uint32_t gen, const struct heapprofd_rec_alloc *a,
@@ -395,9 +397,13 @@ int hp_write_file(const char *path, int (*fn)(const struct hp_prof *, int, FILE 
 struct hp_books;
 struct hp_books *hp_books_new(int dump_at_max);
 void hp_books_free(struct hp_books *b);
-/* Takes the frames' references, unless borrowed (from the memo: memo.c). */
+/*
+ * Takes the frames' references, unless borrowed (from the memo: memo.c).
+ * path_id: 0, or an id that always comes with these same frames (the memo
+ * entry's, hp_memo_lookup), so that the books find the path by the id.
+ */
 void hp_books_alloc(struct hp_books *b, const struct heapprofd_rec_alloc *a,
-		    struct hp_uframe *frames, int nframes, int borrowed);
+		    struct hp_uframe *frames, int nframes, int borrowed, uint64_t path_id);
 void hp_books_free_rec(struct hp_books *b, const struct heapprofd_rec_free *f);
 void hp_books_heap(struct hp_books *b, const struct heapprofd_rec_heap *h);
 /* which: HP_DUMP_NOW or HP_DUMP_PEAK */

@@ -50,6 +50,7 @@ struct memo_ent {
 	uint32_t regmask;		/* bit i: regs[i] was read */
 	uint32_t nreads;
 	int nframes;
+	uint64_t id;			/* given when it enters the table; never reused */
 	uint64_t regval[HEAPPROFD_MAX_REGS];
 	uint32_t *off;			/* [nreads], then val */
 	uint64_t *val;
@@ -64,6 +65,7 @@ struct hp_memo {
 	/* owner: out of the table, freed once the books are past them */
 	struct memo_ent *retired, *retired_tail;
 	uint64_t fed;			/* owner: hp_memo_tick's fed */
+	uint64_t last_id;		/* owner: the last entry id given */
 	/* owner-written, read by anyone (stats) */
 	uint64_t hits, misses, inserts;
 	uint64_t bytes;
@@ -271,6 +273,7 @@ static void catch_up(struct hp_memo *m)
 			free(e);
 			continue;
 		}
+		e->id = ++m->last_id;
 		/* The least recently used way goes; the new entry comes first. */
 		ent_retire(m, set[HP_MEMO_WAYS - 1]);
 		memmove(&set[1], &set[0], (HP_MEMO_WAYS - 1) * sizeof(set[0]));
@@ -281,7 +284,8 @@ static void catch_up(struct hp_memo *m)
 }
 
 int hp_memo_lookup(struct hp_memo *m, const struct heapprofd_rec_alloc *a,
-		   const struct hp_stack_view *v, const struct hp_uframe **out, int max)
+		   const struct hp_stack_view *v, const struct hp_uframe **out, int max,
+		   uint64_t *id)
 {
 	uint64_t ip = a->regs[HEAPPROFD_X86_64_IP], sp = a->regs[HEAPPROFD_X86_64_SP];
 	struct memo_ent **set = m->set[set_of(ip, sp)];
@@ -299,6 +303,7 @@ int hp_memo_lookup(struct hp_memo *m, const struct heapprofd_rec_alloc *a,
 		set[0] = e;
 		n = e->nframes;
 		*out = e->frames;	/* lent: see hp_memo_tick */
+		*id = e->id;
 		break;
 	}
 	hp_bump(n < 0 ? &m->misses : &m->hits, 1);

@@ -67,18 +67,18 @@ enum job_kind {
  * Events per J_EVENTS job. A free, or an allocation whose frames the memo
  * lends, is a few words for the books: as a job of its own it cost a pool
  * job cleared and filled, a queue link and several cache lines pulled over
- * to the books thread; in a batch it is one 64-byte entry, read in order.
+ * to the books thread; in a batch it is one 72-byte entry, read in order.
  */
 #define HP_EVENTS_PER_JOB	256
 
 struct event {
 	uint64_t seq, addr, est_size, req_size, usable_size;
 	struct hp_uframe *frames;	/* alloc: lent by the memo */
+	uint64_t memo_id;		/* alloc: the memo entry (books: path_id) */
 	uint32_t heap_id;
 	uint16_t type;			/* HEAPPROFD_REC_ALLOC or _FREE */
 	uint16_t flags;			/* alloc: the record's, reuse resolved */
 	int32_t nframes;
-	uint32_t unused;
 };
 
 struct waiter {
@@ -461,7 +461,7 @@ static void books_rec(struct job *j)
 			hp_bump(&pr->b.frames, j->nframes);
 			if (j->nframes <= 1)
 				hp_bump(&pr->b.unwind_errors, 1);
-			hp_books_alloc(pr->books, ps.alloc, j->frames, j->nframes, 0);
+			hp_books_alloc(pr->books, ps.alloc, j->frames, j->nframes, 0, 0);
 			j->nframes = 0;
 			break;
 		case HEAPPROFD_REC_FREE:
@@ -561,7 +561,7 @@ static void books_events(struct job *j)
 			hp_bump(&pr->b.frames, ev->nframes);
 			if (ev->nframes <= 1)
 				hp_bump(&pr->b.unwind_errors, 1);
-			hp_books_alloc(pr->books, &a, ev->frames, ev->nframes, 1);
+			hp_books_alloc(pr->books, &a, ev->frames, ev->nframes, 1, ev->memo_id);
 		}
 		if (!(pr->b.accounted & 63))
 			publish_stats(pr);
@@ -913,11 +913,12 @@ static int memo_event(struct hp_proc *pr, const struct hp_parsed *ps,
 	struct heapprofd_rec_alloc h = *ps->alloc;
 	const struct hp_uframe *fr;
 	struct event *ev;
+	uint64_t id = 0;
 	int n;
 
 	hp_memo_tick(pr->memo, pr->f.feed_no,
 		     __atomic_load_n(&pr->b.applied, __ATOMIC_ACQUIRE));
-	n = hp_memo_lookup(pr->memo, ps->alloc, v, &fr, pr->p->max_frames);
+	n = hp_memo_lookup(pr->memo, ps->alloc, v, &fr, pr->p->max_frames, &id);
 	if (n < 0)
 		return 0;
 	ev = event_new(pr);
@@ -935,6 +936,7 @@ static int memo_event(struct hp_proc *pr, const struct hp_parsed *ps,
 	/* The books only read lent frames (hp_books_alloc's borrowed). */
 	ev->frames = (struct hp_uframe *)fr;
 	ev->nframes = n;
+	ev->memo_id = id;
 	return 1;
 }
 
@@ -952,6 +954,7 @@ static int free_event(struct hp_proc *pr, const struct heapprofd_rec_free *f)
 	ev->heap_id = f->heap_id;
 	ev->frames = NULL;
 	ev->nframes = 0;
+	ev->memo_id = 0;
 	return 0;
 }
 
