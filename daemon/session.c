@@ -114,6 +114,11 @@ static __attribute__((noinline)) int guarded_open(struct hpd_session *s)
 	if (sigsetjmp(guard_env, 0))
 		return -EFAULT;	/* the memfd is shorter than it claims */
 	rc = hp_ring_open(&s->ring, s->map, s->map_len);
+	/* The tick drains every session whatever wakes it: producers may skip
+	 * their barrier after a commit (uapi, timer_us). Before any sleep. */
+	if (!rc)
+		__atomic_store_n(&s->ring.cons->timer_us, HPD_TICK_MS * 1000,
+				 __ATOMIC_RELAXED);
 	guard_on = 0;
 	return rc;
 }
@@ -503,12 +508,8 @@ static void drain_ring(struct hpd_session *s, int producer_gone)
 		 * unread; less waits for the tick (HPD_TICK_MS), so a commit
 		 * almost never costs the producer a system call.
 		 */
-		if (producer_gone || s->poll_only)
-			break;
-		/* The tick drains us whatever wakes us: producers may skip
-		 * their fence (uapi, timer_us). Set before the first sleep. */
-		__atomic_store_n(&s->ring.cons->timer_us, HPD_TICK_MS * 1000, __ATOMIC_RELAXED);
-		if (hp_ring_prepare_sleep_wm(&s->ring, hpd_sleep_watermark(&s->ring)))
+		if (producer_gone || s->poll_only ||
+		    hp_ring_prepare_sleep_wm(&s->ring, hpd_sleep_watermark(&s->ring)))
 			break;
 	}
 	guard_on = 0;
