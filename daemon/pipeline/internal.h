@@ -300,9 +300,8 @@ int hp_reuse_view(struct hp_reuse *r, const struct heapprofd_rec_alloc *a,
 size_t hp_reuse_whole_len(const struct hp_stack_view *v);
 void hp_reuse_build(const struct heapprofd_rec_alloc *a, const struct hp_stack_view *v,
 		    int unknown, void *out);
-/* A copy of the header made to match the whole record. */
-void hp_reuse_fix_header(struct heapprofd_rec_alloc *w, const struct hp_stack_view *v,
-			 int unknown);
+/* The record's flags once its stack is whole (or, unknown, truncated). */
+uint16_t hp_reuse_flags(uint16_t flags, int unknown);
 size_t hp_reuse_mem(const struct hp_reuse *r);
 void hp_reuse_stats(const struct hp_reuse *r, uint64_t *rebuilt, uint64_t *missing);
 

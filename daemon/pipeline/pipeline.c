@@ -52,22 +52,11 @@ enum job_kind {
 #define HP_BOOKS_BATCH		1024
 
 /*
- * Small jobs (frees, heap and maps records, allocations whose frames the
- * memo lends) have one size and are recycled: the feeding thread allocates
- * them and the books thread frees them, and malloc's arenas handle that
- * pattern badly (its arena locks were contended). The books thread hands
- * them back HP_POOL_RETURN at a time.
- */
-#define HP_SMALL_REC_BYTES	((sizeof(struct heapprofd_rec_alloc) + 7) & ~(size_t)7)
-#define SMALL_JOB_BYTES		(sizeof(struct job) + HP_SMALL_REC_BYTES)
-#define HP_POOL_RETURN		64
-#define HP_POOL_MAX		4096
-
-/*
  * Events per J_EVENTS job. A free, or an allocation whose frames the memo
- * lends, is a few words for the books: as a job of its own it cost a pool
- * job cleared and filled, a queue link and several cache lines pulled over
- * to the books thread; in a batch it is one 72-byte entry, read in order.
+ * lends, is a few words for the books: as a job of its own it cost a job
+ * cleared and filled, a queue link and several cache lines pulled over to
+ * the books thread; in a batch it is one 72-byte entry, read in order. The
+ * jobs that remain (memo misses, heap and maps records) are rare.
  */
 #define HP_EVENTS_PER_JOB	256
 
@@ -100,7 +89,6 @@ struct job {
 	int worker;		/* J_REC alloc, J_MAPS_W, J_END_W: which */
 	uint64_t feed;		/* numbered jobs */
 	uint32_t memo_gen;	/* J_REC alloc: the maps generation it was fed in */
-	int small;		/* a pool job (small_job()): SMALL_JOB_BYTES */
 	unsigned nev;		/* J_EVENTS: events in rec */
 	size_t len;
 	uint64_t rec[];		/* the record copy, 8-byte aligned */
@@ -135,14 +123,9 @@ struct hp_proc {
 	struct job *pend_head, *pend_tail;
 	unsigned npend;
 	struct job *events;		/* feeding thread: the open J_EVENTS job */
-	pthread_mutex_t pool_lock;	/* small jobs handed back (pool, npool),
-					 * and event jobs (ev_pool, nev_pool) */
-	struct job *ev_pool;
+	pthread_mutex_t ev_lock;	/* ev_pool, nev_pool */
+	struct job *ev_pool;		/* event jobs handed back by the books */
 	unsigned nev_pool;
-	struct job *pool;
-	unsigned npool;
-	struct job *pool_feed;		/* feeding thread: small jobs to use */
-	struct job *pool_ret, *pool_ret_tail;	/* books thread: not handed back yet */
 	unsigned nret;
 	uint64_t *reloads_w, *unw_mem_w;	/* [nworkers], written by worker i */
 	struct hp_books *books;		/* books thread only */
@@ -262,29 +245,6 @@ static void free_chain(struct job *j)
 	}
 }
 
-/* Feeding thread: a small job, from the pool when it has one. */
-static struct job *small_job(struct hp_proc *pr)
-{
-	struct job *j = pr->pool_feed;
-
-	if (!j) {
-		pthread_mutex_lock(&pr->pool_lock);
-		j = pr->pool;
-		pr->pool = NULL;
-		pr->npool = 0;
-		pthread_mutex_unlock(&pr->pool_lock);
-	}
-	if (j)
-		pr->pool_feed = j->next;
-	else
-		j = malloc(SMALL_JOB_BYTES);
-	if (j) {
-		memset(j, 0, sizeof(*j));
-		j->small = 1;
-	}
-	return j;
-}
-
 /*
  * Event jobs (16 KiB) go back to the feeding thread, a few kept: freed here
  * and allocated there, they made malloc give memory back to the system and
@@ -295,53 +255,25 @@ static struct job *small_job(struct hp_proc *pr)
 /* Books thread: done with a record's job. */
 static void job_done(struct hp_proc *pr, struct job *j)
 {
-	struct job *extra = NULL;
-
 	if (j->kind == J_EVENTS) {
-		pthread_mutex_lock(&pr->pool_lock);
+		pthread_mutex_lock(&pr->ev_lock);
 		if (pr->nev_pool < HP_EV_POOL_MAX) {
 			j->next = pr->ev_pool;
 			pr->ev_pool = j;
 			pr->nev_pool++;
 			j = NULL;
 		}
-		pthread_mutex_unlock(&pr->pool_lock);
-		free(j);
-		return;
+		pthread_mutex_unlock(&pr->ev_lock);
 	}
-	if (!j->small) {
-		free(j);
-		return;
-	}
-	j->next = pr->pool_ret;
-	if (!pr->pool_ret)
-		pr->pool_ret_tail = j;
-	pr->pool_ret = j;
-	if (++pr->nret < HP_POOL_RETURN)
-		return;
-	pthread_mutex_lock(&pr->pool_lock);
-	if (pr->npool < HP_POOL_MAX) {
-		pr->pool_ret_tail->next = pr->pool;
-		pr->pool = pr->pool_ret;
-		pr->npool += pr->nret;
-	} else {
-		extra = pr->pool_ret;	/* enough spare jobs already */
-	}
-	pthread_mutex_unlock(&pr->pool_lock);
-	pr->pool_ret = pr->pool_ret_tail = NULL;
-	pr->nret = 0;
-	free_chain(extra);
+	free(j);
 }
 
 static void proc_put(struct hp_proc *pr)
 {
 	if (__atomic_sub_fetch(&pr->refs, 1, __ATOMIC_ACQ_REL))
 		return;
-	free_chain(pr->pool);
 	free_chain(pr->ev_pool);
-	free_chain(pr->pool_feed);
-	free_chain(pr->pool_ret);
-	pthread_mutex_destroy(&pr->pool_lock);
+	pthread_mutex_destroy(&pr->ev_lock);
 	pthread_mutex_destroy(&pr->lock);
 	hp_memo_free(pr->memo);
 	hp_reuse_free(pr->reuse);
@@ -756,7 +688,7 @@ struct hp_proc *hp_proc_new(struct hp_pipeline *p, const struct hp_proc_info *in
 			*c = '?';
 	clock_gettime(CLOCK_REALTIME, &pr->start);
 	pthread_mutex_init(&pr->lock, NULL);
-	pthread_mutex_init(&pr->pool_lock, NULL);
+	pthread_mutex_init(&pr->ev_lock, NULL);
 	pr->refs = 1 + n;
 	pr->unw = calloc(n, sizeof(*pr->unw));
 	pr->reloads_w = calloc(n, sizeof(*pr->reloads_w));
@@ -782,7 +714,7 @@ struct hp_proc *hp_proc_new(struct hp_pipeline *p, const struct hp_proc_info *in
 			hp_unwinder_free(pr->unw[i]);
 		hp_books_free(pr->books);
 		pthread_mutex_destroy(&pr->lock);
-			pthread_mutex_destroy(&pr->pool_lock);
+		pthread_mutex_destroy(&pr->ev_lock);
 		free(pr->unw);
 		free(pr->reloads_w);
 		free(pr->unw_mem_w);
@@ -843,13 +775,13 @@ static struct event *event_new(struct hp_proc *pr)
 		j = NULL;
 	}
 	if (!j) {
-		pthread_mutex_lock(&pr->pool_lock);
+		pthread_mutex_lock(&pr->ev_lock);
 		j = pr->ev_pool;
 		if (j) {
 			pr->ev_pool = j->next;
 			pr->nev_pool--;
 		}
-		pthread_mutex_unlock(&pr->pool_lock);
+		pthread_mutex_unlock(&pr->ev_lock);
 		if (!j)
 			j = malloc(sizeof(*j) + HP_EVENTS_PER_JOB * sizeof(struct event));
 		if (!j)
@@ -910,7 +842,7 @@ void hp_proc_flush(struct hp_proc *pr)
 static int memo_event(struct hp_proc *pr, const struct hp_parsed *ps,
 		      const struct hp_stack_view *v, int unknown)
 {
-	struct heapprofd_rec_alloc h = *ps->alloc;
+	const struct heapprofd_rec_alloc *a = ps->alloc;
 	const struct hp_uframe *fr;
 	struct event *ev;
 	uint64_t id = 0;
@@ -924,15 +856,14 @@ static int memo_event(struct hp_proc *pr, const struct hp_parsed *ps,
 	ev = event_new(pr);
 	if (!ev)
 		return -1;	/* the frames were lent: nothing to give back */
-	hp_reuse_fix_header(&h, v, unknown);
 	ev->type = HEAPPROFD_REC_ALLOC;
-	ev->flags = h.hdr.flags;
-	ev->seq = h.seq;
-	ev->addr = h.addr;
-	ev->est_size = h.est_size;
-	ev->req_size = h.req_size;
-	ev->usable_size = h.usable_size;
-	ev->heap_id = h.heap_id;
+	ev->flags = hp_reuse_flags(a->hdr.flags, unknown);
+	ev->seq = a->seq;
+	ev->addr = a->addr;
+	ev->est_size = a->est_size;
+	ev->req_size = a->req_size;
+	ev->usable_size = a->usable_size;
+	ev->heap_id = a->heap_id;
 	/* The books only read lent frames (hp_books_alloc's borrowed). */
 	ev->frames = (struct hp_uframe *)fr;
 	ev->nframes = n;
@@ -959,13 +890,10 @@ static int free_event(struct hp_proc *pr, const struct heapprofd_rec_free *f)
 }
 
 /* A job holding a copy of len bytes of record (filled by the caller). */
-static struct job *rec_job(struct hp_proc *pr, size_t len)
+static struct job *rec_job(size_t len)
 {
-	struct job *j;
+	struct job *j = malloc(sizeof(*j) + ((len + 7) & ~(size_t)7));
 
-	if (len <= HP_SMALL_REC_BYTES)
-		return small_job(pr);
-	j = malloc(sizeof(*j) + ((len + 7) & ~(size_t)7));
 	if (j)
 		memset(j, 0, sizeof(*j));
 	return j;
@@ -1023,7 +951,7 @@ int hp_proc_feed(struct hp_proc *pr, const void *rec, size_t len, char *why,
 	}
 	if (reused)
 		len = hp_reuse_whole_len(&view);
-	j = rec_job(pr, len);
+	j = rec_job(len);
 	if (!j) {
 		snprintf(why, whylen, "out of memory");
 		return -1;

@@ -150,7 +150,9 @@ void hp_reuse_build(const struct heapprofd_rec_alloc *a, const struct hp_stack_v
 	uint8_t *b = out;
 
 	memcpy(w, a, hdr);
-	hp_reuse_fix_header(w, v, unknown);
+	w->hdr.flags = hp_reuse_flags(a->hdr.flags, unknown);
+	w->stack_reused = 0;
+	w->stack_len = v->own_len + v->top_len;
 	w->hdr.len = (uint32_t)need;	/* a was validated: no BUSY, no DISCARD */
 	memcpy(b + hdr, v->own, v->own_len);
 	if (v->top_len)
@@ -158,16 +160,12 @@ void hp_reuse_build(const struct heapprofd_rec_alloc *a, const struct hp_stack_v
 	memset(b + hdr + v->own_len + v->top_len, 0, need - hdr - v->own_len - v->top_len);
 }
 
-void hp_reuse_fix_header(struct heapprofd_rec_alloc *w, const struct hp_stack_view *v,
-			 int unknown)
+uint16_t hp_reuse_flags(uint16_t flags, int unknown)
 {
-	if (!(w->hdr.flags & HEAPPROFD_ALLOC_STACK_REUSED))
-		return;
-	w->hdr.flags &= ~HEAPPROFD_ALLOC_STACK_REUSED;
-	if (unknown)
-		w->hdr.flags |= HEAPPROFD_ALLOC_STACK_TRUNCATED;
-	w->stack_reused = 0;
-	w->stack_len = v->own_len + v->top_len;
+	if (!(flags & HEAPPROFD_ALLOC_STACK_REUSED))
+		return flags;
+	flags &= ~HEAPPROFD_ALLOC_STACK_REUSED;
+	return unknown ? flags | HEAPPROFD_ALLOC_STACK_TRUNCATED : flags;
 }
 
 void hp_reuse_stats(const struct hp_reuse *r, uint64_t *rebuilt, uint64_t *missing)
