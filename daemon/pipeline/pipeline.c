@@ -899,6 +899,16 @@ static struct job *rec_job(size_t len)
 	return j;
 }
 
+/* Backpressure (HP_MAX_QUEUED_BYTES): wait while too much is in flight. */
+static void wait_for_room(struct hp_proc *pr)
+{
+	while (queued_bytes(pr) > HP_MAX_QUEUED_BYTES) {
+		/* The books may be waiting for a record still in our batch. */
+		hp_proc_flush(pr);
+		usleep(200);
+	}
+}
+
 int hp_proc_feed(struct hp_proc *pr, const void *rec, size_t len, char *why,
 		 size_t whylen)
 {
@@ -943,10 +953,7 @@ int hp_proc_feed(struct hp_proc *pr, const void *rec, size_t len, char *why,
 			snprintf(why, whylen, "out of memory");
 			return -1;
 		}
-		while (queued_bytes(pr) > HP_MAX_QUEUED_BYTES) {
-			hp_proc_flush(pr);
-			usleep(200);
-		}
+		wait_for_room(pr);
 		return 0;
 	}
 	if (reused)
@@ -964,11 +971,7 @@ int hp_proc_feed(struct hp_proc *pr, const void *rec, size_t len, char *why,
 	j->memo_gen = pr->memo ? hp_memo_gen(pr->memo) : 0;
 	j->kind = J_REC;
 	j->pr = pr;
-	while (queued_bytes(pr) > HP_MAX_QUEUED_BYTES) {
-		/* The books may be waiting for a record still in our batch. */
-		hp_proc_flush(pr);
-		usleep(200);
-	}
+	wait_for_room(pr);
 	hp_bump(&pr->f.queued_in, j->len);
 	hp_bump(&pr->f.fed, 1);
 	if (ps.type == HEAPPROFD_REC_MAPS) {
