@@ -318,7 +318,7 @@ struct heapprofd_rec_alloc {
 	__u32 heap_id;		/* HEAPPROFD_HEAP_* or a registered heap */
 	__u32 tid;
 	__u32 arch;		/* enum heapprofd_arch */
-	__u64 timestamp_ns;	/* CLOCK_MONOTONIC */
+	__u64 timestamp_ns;	/* CLOCK_MONOTONIC_COARSE: a tick's resolution */
 	__u64 stack_top;	/* highest address of the thread's stack */
 	__u32 nregs;
 	__u32 stack_len;
