@@ -405,7 +405,7 @@ void hp_books_alloc(struct hp_books *b, const struct heapprofd_rec_alloc *a,
 	struct path_ent *pe = path_id ? &b->paths[path_id & (HP_PATH_CACHE - 1)] : NULL;
 	struct node *n;
 	struct live *l, *old;
-	struct pending *pf;
+	struct hp_hent *pen, *le;
 	int i, first = 0, freed_already = 0;
 	uint32_t key_flags;
 	uint64_t hash, mx;
@@ -484,17 +484,26 @@ found:
 	n->cur.alloc_b += l->est;
 	n->cur.alloc_u += l->usable;
 
-	pf = hp_hmap_get(&b->pending, a->addr, a->heap_id);
-	if (pf && pf->seq > a->seq) {
+	/* Frees that came before their malloc are rare: most often none wait. */
+	pen = b->pending.n ? hp_hmap_find(&b->pending, a->addr, a->heap_id) : NULL;
+	if (pen && ((struct pending *)pen->v)->seq > a->seq) {
 		/* Its free came first (this malloc was being unwound). */
-		hp_hmap_del(&b->pending, a->addr, a->heap_id);
-		free(pf);
+		free(hp_hmap_del_at(&b->pending, pen));
 		freed_already = 1;
 	}
-	old = freed_already ? NULL : hp_hmap_get(&b->live, a->addr, a->heap_id);
+	/* One probe finds the address or the slot it will take (at the bound
+	 * only a reused address has one). */
+	if (freed_already)
+		le = NULL;
+	else if (b->live.n >= HP_MAX_LIVE)
+		le = hp_hmap_find(&b->live, a->addr, a->heap_id);
+	else
+		le = hp_hmap_probe(&b->live, a->addr, a->heap_id);
+	old = le ? le->v : NULL;
 	if (old && old->seq > a->seq)
 		freed_already = 1;	/* a newer malloc holds the address */
-	if (freed_already) {
+	if (freed_already || !le) {
+		/* (!le: over the bound or out of memory: not kept as live) */
 		n->cur.free_n += l->objs;
 		n->cur.free_b += l->est;
 		live_put(b, l);
@@ -505,12 +514,7 @@ found:
 		account_free(b, old);
 		live_put(b, old);
 	}
-	if (b->live.n >= HP_MAX_LIVE || hp_hmap_put(&b->live, a->addr, a->heap_id, l)) {
-		n->cur.free_n += l->objs;
-		n->cur.free_b += l->est;
-		live_put(b, l);
-		goto out;
-	}
+	hp_hmap_set_at(&b->live, le, a->addr, a->heap_id, l);
 	n->cur.inuse_n += l->objs;
 	n->cur.inuse_b += l->est;
 	n->cur.inuse_u += l->usable;
@@ -526,14 +530,15 @@ out:
 
 void hp_books_free_rec(struct hp_books *b, const struct heapprofd_rec_free *f)
 {
-	struct live *l = hp_hmap_get(&b->live, f->addr, f->heap_id);
+	struct hp_hent *e = hp_hmap_find(&b->live, f->addr, f->heap_id);
+	struct live *l = e ? e->v : NULL;
 	struct pending *p;
 
 	tick(b);
 	if (l) {
 		if (l->seq > f->seq)
 			return;		/* frees an earlier allocation */
-		hp_hmap_del(&b->live, f->addr, f->heap_id);
+		hp_hmap_del_at(&b->live, e);
 		account_free(b, l);
 		live_put(b, l);
 		return;

@@ -19,20 +19,27 @@ static uint64_t mix(uint64_t k1, uint64_t k2)
 	return h;
 }
 
-void *hp_hmap_get(const struct hp_hmap *m, uint64_t k1, uint64_t k2)
+struct hp_hent *hp_hmap_find(const struct hp_hmap *m, uint64_t k1, uint64_t k2)
 {
 	size_t i;
 
 	if (!m->cap)
 		return NULL;
 	for (i = mix(k1, k2) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-		const struct hp_hent *e = &m->t[i];
+		struct hp_hent *e = &m->t[i];
 
 		if (!e->v)
 			return NULL;
 		if (e->k1 == k1 && e->k2 == k2)
-			return e->v;
+			return e;
 	}
+}
+
+void *hp_hmap_get(const struct hp_hmap *m, uint64_t k1, uint64_t k2)
+{
+	const struct hp_hent *e = hp_hmap_find(m, k1, k2);
+
+	return e ? e->v : NULL;
 }
 
 static int grow(struct hp_hmap *m)
@@ -58,45 +65,54 @@ static int grow(struct hp_hmap *m)
 	return 0;
 }
 
-int hp_hmap_put(struct hp_hmap *m, uint64_t k1, uint64_t k2, void *v)
+/* Room for one more member: grow at three quarters full. */
+static int room(struct hp_hmap *m)
+{
+	return (m->n + 1) * 4 > m->cap * 3 ? grow(m) : 0;
+}
+
+struct hp_hent *hp_hmap_probe(struct hp_hmap *m, uint64_t k1, uint64_t k2)
 {
 	size_t i;
 
-	if (!v)
-		return -1;
-	if ((m->n + 1) * 4 > m->cap * 3 && grow(m))
-		return -1;
+	if (room(m))
+		return NULL;
 	for (i = mix(k1, k2) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
 		struct hp_hent *e = &m->t[i];
 
-		if (!e->v) {
-			e->k1 = k1;
-			e->k2 = k2;
-			e->v = v;
-			m->n++;
-			return 0;
-		}
-		if (e->k1 == k1 && e->k2 == k2) {
-			e->v = v;
-			return 0;
-		}
+		if (!e->v || (e->k1 == k1 && e->k2 == k2))
+			return e;
 	}
 }
 
-void *hp_hmap_del(struct hp_hmap *m, uint64_t k1, uint64_t k2)
+int hp_hmap_set_at(struct hp_hmap *m, struct hp_hent *e, uint64_t k1, uint64_t k2, void *v)
 {
-	size_t i, j, mask = m->cap - 1;
-	void *v;
-
-	if (!m->cap)
-		return NULL;
-	for (i = mix(k1, k2) & mask;; i = (i + 1) & mask) {
-		if (!m->t[i].v)
-			return NULL;
-		if (m->t[i].k1 == k1 && m->t[i].k2 == k2)
-			break;
+	if (!v)
+		return -1;
+	if (!e->v) {
+		e->k1 = k1;
+		e->k2 = k2;
+		m->n++;
 	}
-	v = m->t[i].v;
+	e->v = v;
+	return 0;
+}
+
+int hp_hmap_put(struct hp_hmap *m, uint64_t k1, uint64_t k2, void *v)
+{
+	struct hp_hent *e;
+
+	if (!v)
+		return -1;
+	e = hp_hmap_probe(m, k1, k2);
+	return e ? hp_hmap_set_at(m, e, k1, k2, v) : -1;
+}
+
+void *hp_hmap_del_at(struct hp_hmap *m, struct hp_hent *e)
+{
+	size_t i = (size_t)(e - m->t), j, mask = m->cap - 1;
+	void *v = e->v;
+
 	m->t[i].v = NULL;
 	m->n--;
 	/* Backward shift: move later members of the cluster into the hole. */
@@ -111,6 +127,13 @@ void *hp_hmap_del(struct hp_hmap *m, uint64_t k1, uint64_t k2)
 		}
 	}
 	return v;
+}
+
+void *hp_hmap_del(struct hp_hmap *m, uint64_t k1, uint64_t k2)
+{
+	struct hp_hent *e = hp_hmap_find(m, k1, k2);
+
+	return e ? hp_hmap_del_at(m, e) : NULL;
 }
 
 void hp_hmap_free(struct hp_hmap *m)

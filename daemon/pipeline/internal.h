@@ -71,6 +71,17 @@ struct hp_hmap {
 void *hp_hmap_get(const struct hp_hmap *m, uint64_t k1, uint64_t k2);
 int hp_hmap_put(struct hp_hmap *m, uint64_t k1, uint64_t k2, void *v);	/* replaces */
 void *hp_hmap_del(struct hp_hmap *m, uint64_t k1, uint64_t k2);
+/*
+ * One probe where a lookup is followed by a change, as in the books' hot
+ * path: hp_hmap_find gives the member's slot (or NULL), hp_hmap_del_at
+ * removes it; hp_hmap_probe makes room for one more member and gives the
+ * member's slot or the empty one it would take (NULL: out of memory), and
+ * hp_hmap_set_at fills it. A slot is good until the map next changes.
+ */
+struct hp_hent *hp_hmap_find(const struct hp_hmap *m, uint64_t k1, uint64_t k2);
+void *hp_hmap_del_at(struct hp_hmap *m, struct hp_hent *e);
+struct hp_hent *hp_hmap_probe(struct hp_hmap *m, uint64_t k1, uint64_t k2);
+int hp_hmap_set_at(struct hp_hmap *m, struct hp_hent *e, uint64_t k1, uint64_t k2, void *v);
 void hp_hmap_free(struct hp_hmap *m);
 #define hp_hmap_for_each(m, e) \
 	for ((e) = (m)->t; (m)->t && (e) < (m)->t + (m)->cap; (e)++) if ((e)->v)

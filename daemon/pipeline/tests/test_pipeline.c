@@ -1074,6 +1074,76 @@ static void test_sigmask(void)
 	sigaction(SIGUSR1, &osa, NULL);
 }
 
+/*
+ * The hash map (hmap.c) against a plain array, with keys crowded into few
+ * home slots so that clusters form and deletions shift members back; the
+ * one-probe calls the books use (find/del_at, probe/set_at) mixed with the
+ * plain ones.
+ */
+static void test_hmap(void)
+{
+	enum { KEYS = 512, OPS = 200000 };
+	static void *ref[KEYS];
+	struct hp_hmap m = { 0 };
+	uint64_t x = 12345;
+	size_t n = 0, bad = 0;
+
+	memset(ref, 0, sizeof(ref));
+	for (int op = 0; op < OPS; op++) {
+		uint64_t r = (x = x * 6364136223846793005ULL + 1442695040888963407ULL) >> 33;
+		unsigned k = (unsigned)(r % KEYS);
+		/* k2 picks the cluster: many keys share a home region */
+		uint64_t k1 = k, k2 = k % 7;
+		void *v = (void *)(uintptr_t)(op + 1);
+		struct hp_hent *e;
+
+		switch ((r >> 12) % 6) {
+		case 0:
+			if (hp_hmap_put(&m, k1, k2, v))
+				bad++;
+			n += !ref[k];
+			ref[k] = v;
+			break;
+		case 1:
+			e = hp_hmap_probe(&m, k1, k2);
+			if (!e || (e->v != NULL) != (ref[k] != NULL) || (e->v && e->v != ref[k]))
+				bad++;
+			else if (hp_hmap_set_at(&m, e, k1, k2, v))
+				bad++;
+			n += !ref[k];
+			ref[k] = v;
+			break;
+		case 2:
+			if (hp_hmap_del(&m, k1, k2) != ref[k])
+				bad++;
+			n -= !!ref[k];
+			ref[k] = NULL;
+			break;
+		case 3:
+			e = hp_hmap_find(&m, k1, k2);
+			if ((e != NULL) != (ref[k] != NULL))
+				bad++;
+			else if (e && hp_hmap_del_at(&m, e) != ref[k])
+				bad++;
+			n -= !!ref[k];
+			ref[k] = NULL;
+			break;
+		default:
+			if (hp_hmap_get(&m, k1, k2) != ref[k])
+				bad++;
+			break;
+		}
+		if (m.n != n)
+			bad++;
+	}
+	for (unsigned k = 0; k < KEYS; k++)
+		if (hp_hmap_get(&m, k, k % 7) != ref[k])
+			bad++;
+	ok(!bad && m.n == n, "hmap: %d mixed operations (put, probe+set_at, del, find+del_at, get) agree with a plain array (%zu differences, %zu members)",
+	   OPS, bad, n);
+	hp_hmap_free(&m);
+}
+
 /* The symbol cache (symcache.c): a library whose debug info sits, compressed,
  * in a debug root by build id, as distributions ship it. */
 static int sym_is(const struct hp_sym *s, const struct hp_sym *want)
@@ -1233,6 +1303,7 @@ int main(void)
 	test_custom_heap();
 	test_garbage();
 	test_sigmask();
+	test_hmap();
 	test_symcache();
 	hp_pipeline_free(P);
 	ok(1, "pipeline: shuts down cleanly");
