@@ -454,6 +454,29 @@ static void print_top(const char *prefix, int lines)
 	fclose(f);
 }
 
+/*
+ * -o names a prefix; "-o prof.pb.gz" (or .svg, .folded, .txt) means the
+ * files prof.pb.gz, prof.svg, ... and not prof.pb.gz.pb.gz.
+ */
+static const char *out_prefix(const char *arg)
+{
+	static const char *const ext[] = { ".pb.gz", ".svg", ".folded", ".txt" };
+	size_t n = strlen(arg);
+
+	for (size_t i = 0; i < sizeof(ext) / sizeof(ext[0]); i++) {
+		size_t e = strlen(ext[i]);
+		char *p;
+
+		if (n > e && !strcmp(arg + n - e, ext[i]) && arg[n - e - 1] != '/') {
+			p = strndup(arg, n - e);
+			if (!p)
+				die("out of memory");
+			return p;
+		}
+	}
+	return arg;
+}
+
 static int show_results(int top)
 {
 	static const char *const ext[] = { ".pb.gz", ".svg", ".folded", ".txt" };
@@ -1049,7 +1072,7 @@ int main(int argc, char **argv)
 			if (!o.interval)
 				die("-i: the interval is a number of bytes, at least 1");
 			break;
-		case 'o': o.out = optarg; break;
+		case 'o': o.out = out_prefix(optarg); break;
 		case 'M': o.dump_at_max = 1; break;
 		case 'C': o.continuous = (unsigned)strtoul(optarg, NULL, 0); break;
 		case 'F': o.follow = 1; break;
@@ -1084,7 +1107,7 @@ int main(int argc, char **argv)
 		while ((opt = getopt_long(argc, argv, "+i:o:d:vh", lo, NULL)) != -1) {
 			switch (opt) {
 			case 'i': o.interval = strtoull(optarg, NULL, 0); break;
-			case 'o': o.out = optarg; break;
+			case 'o': o.out = out_prefix(optarg); break;
 			case 'd': o.duration = (unsigned)strtoul(optarg, NULL, 0); break;
 			case 'v': verbose++; break;
 			default: usage(stderr); return 2;
