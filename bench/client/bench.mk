@@ -14,3 +14,6 @@ $(BBUILD)/bench_run: $(BDIR)/bench_run.c tests/minidaemon.c tests/minidaemon.h r
 
 bench: $(LIB) $(BBUILD)/bench_client $(BBUILD)/bench_run
 	$(BBUILD)/bench_run $(BUILD) $(or $(REPEATS),7)
+	@if [ -z "$(BENCH_ONLY)" ] || [ "$(BENCH_ONLY)" = paired ]; then \
+		echo "# unsampled hooks, paired in-process, 1 and 2 threads (bench/client/paired.sh)"; \
+		$(BDIR)/paired.sh; fi

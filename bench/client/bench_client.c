@@ -6,8 +6,18 @@
  *   bench_client ops N THREADS   ns per malloc(32)+free pair, per thread
  *   bench_client sampled N       median ns of one malloc+free at 16 KiB stack
  *   bench_client mem             RSS figures after a typical workload
+ *   bench_client paired BLOCKS PAIRS THREADS
+ *                                the hooks' cost per pair, paired: each
+ *                                thread alternates blocks of PAIRS pairs
+ *                                through malloc/free (the client's, when it
+ *                                is preloaded) and through glibc's own,
+ *                                found in libc.so.6 itself; the difference
+ *                                of neighbouring blocks cancels the
+ *                                machine's drift, which between runs is
+ *                                larger than the cost being measured
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -63,6 +73,107 @@ static int mode_ops(long n, int threads)
 	for (i = 0; i < threads; i++)
 		sum += per_thread_ns[i];
 	printf("RESULT ns_per_pair %.3f\n", sum / threads);
+	return 0;
+}
+
+static void *(*libc_malloc)(size_t);
+static void (*libc_free)(void *);
+static long paired_blocks, paired_pairs;
+static double *paired_diff[16];
+
+static __attribute__((noinline)) uint64_t block_hooked(long n)
+{
+	uint64_t t0 = now_ns();
+
+	for (long i = 0; i < n; i++) {
+		char *p = malloc(32);
+
+		p[0] = (char)i;
+		__asm__ volatile("" : : "r"(p) : "memory");
+		free(p);
+	}
+	return now_ns() - t0;
+}
+
+static __attribute__((noinline)) uint64_t block_libc(long n)
+{
+	void *(*m)(size_t) = libc_malloc;
+	void (*f)(void *) = libc_free;
+	uint64_t t0 = now_ns();
+
+	for (long i = 0; i < n; i++) {
+		char *p = m(32);
+
+		p[0] = (char)i;
+		__asm__ volatile("" : : "r"(p) : "memory");
+		f(p);
+	}
+	return now_ns() - t0;
+}
+
+static void *paired(void *arg)
+{
+	long t = (long)arg;
+	double *d = paired_diff[t];
+
+	block_hooked(paired_pairs);	/* warm both paths */
+	block_libc(paired_pairs);
+	pthread_barrier_wait(&bar);
+	for (long b = 0; b < paired_blocks; b++) {
+		/* Alternate which goes first, so neither always follows the other. */
+		uint64_t h, l;
+
+		if (b & 1) {
+			h = block_hooked(paired_pairs);
+			l = block_libc(paired_pairs);
+		} else {
+			l = block_libc(paired_pairs);
+			h = block_hooked(paired_pairs);
+		}
+		d[b] = ((double)h - (double)l) / (double)paired_pairs;
+	}
+	return NULL;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int mode_paired(long blocks, long pairs, int threads)
+{
+	void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+	pthread_t th[16];
+	double all = 0, q10 = 0, q90 = 0;
+
+	if (!libc || blocks < 2 || pairs < 1 || threads < 1 || threads > 16) {
+		fprintf(stderr, "paired: bad arguments or no libc.so.6\n");
+		return 2;
+	}
+	libc_malloc = (void *(*)(size_t))dlsym(libc, "malloc");
+	libc_free = (void (*)(void *))dlsym(libc, "free");
+	if (!libc_malloc || !libc_free)
+		return 2;
+	paired_blocks = blocks;
+	paired_pairs = pairs;
+	pthread_barrier_init(&bar, NULL, (unsigned)threads);
+	for (int i = 0; i < threads; i++) {
+		paired_diff[i] = calloc((size_t)blocks, sizeof(double));
+		pthread_create(&th[i], NULL, paired, (void *)(long)i);
+	}
+	for (int i = 0; i < threads; i++)
+		pthread_join(th[i], NULL);
+	for (int i = 0; i < threads; i++) {
+		qsort(paired_diff[i], (size_t)blocks, sizeof(double), cmp_double);
+		all += paired_diff[i][blocks / 2];
+		q10 += paired_diff[i][blocks / 10];
+		q90 += paired_diff[i][blocks * 9 / 10];
+	}
+	printf("RESULT paired_median_ns %.3f\n", all / threads);
+	printf("RESULT paired_p10_ns %.3f\n", q10 / threads);
+	printf("RESULT paired_p90_ns %.3f\n", q90 / threads);
 	return 0;
 }
 
@@ -193,6 +304,8 @@ int main(int argc, char **argv)
 		return mode_sampled(atol(argv[2]));
 	if (argc >= 2 && !strcmp(argv[1], "mem"))
 		return mode_mem();
-	fprintf(stderr, "usage: bench_client ops N THREADS | sampled N | mem\n");
+	if (argc >= 5 && !strcmp(argv[1], "paired"))
+		return mode_paired(atol(argv[2]), atol(argv[3]), atoi(argv[4]));
+	fprintf(stderr, "usage: bench_client ops N THREADS | sampled N | mem | paired BLOCKS PAIRS THREADS\n");
 	return 2;
 }
