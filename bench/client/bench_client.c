@@ -81,24 +81,13 @@ static void (*libc_free)(void *);
 static long paired_blocks, paired_pairs;
 static double *paired_diff[16];
 
-static __attribute__((noinline)) uint64_t block_hooked(long n)
+/*
+ * n pairs through m and f. Both sides are called through pointers: the
+ * client's side is the program's own malloc and free (so the preloaded
+ * hooks), glibc's side is libc.so.6's.
+ */
+static __attribute__((noinline)) uint64_t block(long n, void *(*m)(size_t), void (*f)(void *))
 {
-	uint64_t t0 = now_ns();
-
-	for (long i = 0; i < n; i++) {
-		char *p = malloc(32);
-
-		p[0] = (char)i;
-		__asm__ volatile("" : : "r"(p) : "memory");
-		free(p);
-	}
-	return now_ns() - t0;
-}
-
-static __attribute__((noinline)) uint64_t block_libc(long n)
-{
-	void *(*m)(size_t) = libc_malloc;
-	void (*f)(void *) = libc_free;
 	uint64_t t0 = now_ns();
 
 	for (long i = 0; i < n; i++) {
@@ -109,6 +98,19 @@ static __attribute__((noinline)) uint64_t block_libc(long n)
 		f(p);
 	}
 	return now_ns() - t0;
+}
+
+static uint64_t block_hooked(long n)
+{
+	void *(*volatile m)(size_t) = malloc;
+	void (*volatile f)(void *) = free;
+
+	return block(n, m, f);
+}
+
+static uint64_t block_libc(long n)
+{
+	return block(n, libc_malloc, libc_free);
 }
 
 static void *paired(void *arg)
