@@ -95,7 +95,7 @@ static void accept_hello(int fd)
 	struct cmsghdr *cm;
 	struct ucred cred;
 	socklen_t cl = sizeof(cred);
-	int fds[8], nfds = 0, i, rc, status = 0;
+	int fds[8], nfds = 0, i, rc, status = 0, enabled = 0;
 	struct hpd_session *s = NULL;
 	struct usock_conn *c;
 	struct hpd_rule *r;
@@ -166,16 +166,23 @@ static void accept_hello(int fd)
 		goto bad_session;
 	}
 	s->conn_fd = fd;
+	/*
+	 * Enable before the reply: enabling takes the first snapshot of the
+	 * process's maps and opens its files, and the process, blocked in
+	 * its hello until the reply, surely still exists. Replying first let
+	 * a program that allocates and _exits at once be gone by then, and
+	 * none of its samples could be unwound.
+	 */
+	if (r || !s->dormant)
+		enabled = hpd_session_enable(s, r) == 0;
+	else
+		hpd_log(HPD_INFO, "pid %d (%s) is dormant: `heapprofctl attach %d` profiles it",
+			(int)s->pid, s->comm, (int)s->pid);
 	reply(fd, 0, s->id);
 	hpd_loop_add(fd, EPOLLIN | EPOLLRDHUP, &c->w);
 	hpd_loop_add(s->wake_fd, EPOLLIN, &c->ww);
-	if (r || !s->dormant) {
-		if (hpd_session_enable(s, r) == 0)
-			hpd_session_drain(s, 0);
-	} else {
-		hpd_log(HPD_INFO, "pid %d (%s) is dormant: `heapprofctl attach %d` profiles it",
-			(int)s->pid, s->comm, (int)s->pid);
-	}
+	if (enabled)
+		hpd_session_drain(s, 0);
 	return;
 
 bad_session:

@@ -21,8 +21,9 @@
  * there when the daemon reads them.
  *
  * The user-space transport needs none of this: the hello waits for the
- * daemon's reply, so a non-dormant session is always accepted before its
- * first record, and the daemon keeps the memfd and drains it after EOF.
+ * daemon's reply, which a non-dormant session gets only once the daemon
+ * has enabled it (and so read the process's maps and opened its files),
+ * and the daemon keeps the memfd and drains it after EOF.
  */
 #define _GNU_SOURCE
 #include <stdlib.h>
