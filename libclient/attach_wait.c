@@ -7,8 +7,8 @@
  * fds and mapped the ring, which takes a while on a slow machine. A recorded
  * program (a daemon is expected) that sampled meanwhile would fill the ring
  * and drop, or block on it. So right after registering, such a session waits
- * a bounded time for the consumer before it takes its first sample, and so
- * also picks up the daemon's configuration first.
+ * a bounded time for the consumer to attach and enable it (read its maps,
+ * write its configuration) before it takes its first sample.
  *
  * Exit: the module frees a session whose
  * producer closed it before any consumer attached, and the attach has to
@@ -93,8 +93,15 @@ void hp_start_wait(void)
 	hp_debug("start: waiting up to %llu ms for a consumer",
 		 (unsigned long long)budget);
 	deadline = mono_ms() + budget;
-	while (kstate_state() != HEAPPROFD_STATE_ATTACHED) {
-		if (mono_ms() >= deadline) {
+	/*
+	 * Attached is not enough: the daemon reads our maps and opens our
+	 * files when it enables the session, after the attach, and a program
+	 * that then sampled and _exited at once could be gone before that.
+	 * Its configuration (generation > 0) is written after them.
+	 */
+	while (kstate_state() != HEAPPROFD_STATE_ATTACHED ||
+	       !__atomic_load_n(&hp_sess.ring.cfg->generation, __ATOMIC_ACQUIRE)) {
+		if (kstate_state() == HEAPPROFD_STATE_CLOSED || mono_ms() >= deadline) {
 			hp_debug("start: no consumer yet; sampling anyway");
 			return;
 		}
