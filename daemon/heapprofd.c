@@ -447,6 +447,9 @@ int main(int argc, char **argv)
 
 	hpd_opts.socket_path = getenv(HP_SOCKET_ENV) ? getenv(HP_SOCKET_ENV) : HP_SOCKET_DEFAULT;
 	hpd_opts.ctl_path = getenv(HPD_CTL_ENV) ? getenv(HPD_CTL_ENV) : HPD_CTL_DEFAULT;
+	if (getenv("HEAPPROFD_TEST_ENABLE_DELAY_MS"))
+		hpd_opts.test_enable_delay_ms =
+			(unsigned)strtoul(getenv("HEAPPROFD_TEST_ENABLE_DELAY_MS"), NULL, 10);
 	hpd_opts.outdir = "/var/lib/heapprofd";
 	hpd_opts.workers = 2;
 	while ((opt = getopt_long(argc, argv, "i:vqh", lo, NULL)) != -1) {

@@ -138,6 +138,9 @@ struct hpd_opts {
 	uint64_t interval;
 	unsigned workers;
 	int attach_all_default;	/* system daemon: attach non-dormant sessions */
+	/* Tests: HEAPPROFD_TEST_ENABLE_DELAY_MS holds back every enable (the
+	 * first read of a process's maps), as a slow machine would. */
+	unsigned test_enable_delay_ms;
 };
 extern struct hpd_opts hpd_opts;
 void hpd_default_prefix(struct hpd_session *s, char *out, size_t len);

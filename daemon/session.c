@@ -302,6 +302,8 @@ int hpd_session_enable(struct hpd_session *s, struct hpd_rule *r)
 {
 	struct hp_proc_info info;
 
+	if (hpd_opts.test_enable_delay_ms)
+		usleep(hpd_opts.test_enable_delay_ms * 1000U);
 	memset(&info, 0, sizeof(info));
 	info.pid = s->pid;
 	info.session_id = s->id;
