@@ -85,7 +85,12 @@ void hp_start_wait(void)
 
 	if (!hp_sess.live || !hp_sess.kernel || hp_cfg.dormant)
 		return;
-	if (__atomic_load_n(&hp_sess.ring.kstate->attach_count, __ATOMIC_RELAXED))
+	/* Already enabled, or a consumer came and went: nothing to wait for.
+	 * (A consumer that attached but has not enabled us yet is waited for:
+	 * a private daemon often attaches before we get here.) */
+	if (__atomic_load_n(&hp_sess.ring.cfg->generation, __ATOMIC_ACQUIRE) ||
+	    (__atomic_load_n(&hp_sess.ring.kstate->attach_count, __ATOMIC_RELAXED) &&
+	     kstate_state() != HEAPPROFD_STATE_ATTACHED))
 		return;
 	budget = wait_budget_ms(1);
 	if (!budget)
@@ -101,7 +106,12 @@ void hp_start_wait(void)
 	 */
 	while (kstate_state() != HEAPPROFD_STATE_ATTACHED ||
 	       !__atomic_load_n(&hp_sess.ring.cfg->generation, __ATOMIC_ACQUIRE)) {
-		if (kstate_state() == HEAPPROFD_STATE_CLOSED || mono_ms() >= deadline) {
+		uint32_t st = kstate_state();
+
+		/* Closed, or a consumer came and went without enabling us. */
+		if (st == HEAPPROFD_STATE_CLOSED || mono_ms() >= deadline ||
+		    (st != HEAPPROFD_STATE_ATTACHED &&
+		     __atomic_load_n(&hp_sess.ring.kstate->attach_count, __ATOMIC_RELAXED))) {
 			hp_debug("start: no consumer yet; sampling anyway");
 			return;
 		}
