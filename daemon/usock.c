@@ -178,6 +178,8 @@ static void accept_hello(int fd)
 	else
 		hpd_log(HPD_INFO, "pid %d (%s) is dormant: `heapprofctl attach %d` profiles it",
 			(int)s->pid, s->comm, (int)s->pid);
+	if (s->ending)
+		return;	/* it closed the connection: the client sees its hello fail */
 	reply(fd, 0, s->id);
 	hpd_loop_add(fd, EPOLLIN | EPOLLRDHUP, &c->w);
 	hpd_loop_add(s->wake_fd, EPOLLIN, &c->ww);
