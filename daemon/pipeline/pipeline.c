@@ -126,7 +126,6 @@ struct hp_proc {
 	pthread_mutex_t ev_lock;	/* ev_pool, nev_pool */
 	struct job *ev_pool;		/* event jobs handed back by the books */
 	unsigned nev_pool;
-	unsigned nret;
 	uint64_t *reloads_w, *unw_mem_w;	/* [nworkers], written by worker i */
 	struct hp_books *books;		/* books thread only */
 	struct hp_hmap reorder;		/* books thread only: feed -> job */
