@@ -454,20 +454,23 @@ static void print_top(const char *prefix, int lines)
 	fclose(f);
 }
 
+/* The files a profile is written as: PREFIX + each of these. */
+static const char *const out_ext[] = { ".pb.gz", ".svg", ".folded", ".txt" };
+#define N_OUT_EXT (sizeof(out_ext) / sizeof(out_ext[0]))
+
 /*
  * -o names a prefix; "-o prof.pb.gz" (or .svg, .folded, .txt) means the
  * files prof.pb.gz, prof.svg, ... and not prof.pb.gz.pb.gz.
  */
 static const char *out_prefix(const char *arg)
 {
-	static const char *const ext[] = { ".pb.gz", ".svg", ".folded", ".txt" };
 	size_t n = strlen(arg);
 
-	for (size_t i = 0; i < sizeof(ext) / sizeof(ext[0]); i++) {
-		size_t e = strlen(ext[i]);
+	for (size_t i = 0; i < N_OUT_EXT; i++) {
+		size_t e = strlen(out_ext[i]);
 		char *p;
 
-		if (n > e && !strcmp(arg + n - e, ext[i]) && arg[n - e - 1] != '/') {
+		if (n > e && !strcmp(arg + n - e, out_ext[i]) && arg[n - e - 1] != '/') {
 			p = strndup(arg, n - e);
 			if (!p)
 				die("out of memory");
@@ -479,8 +482,8 @@ static const char *out_prefix(const char *arg)
 
 static int show_results(int top)
 {
-	static const char *const ext[] = { ".pb.gz", ".svg", ".folded", ".txt" };
-	int i, k, bad = 0;
+	int i, bad = 0;
+	size_t k;
 
 	for (i = 0; i < nresults; i++) {
 		struct result *r = &results[i];
@@ -498,8 +501,8 @@ static int show_results(int top)
 			note("pid %d (%s): the session ended early: %s", r->pid, r->comm, r->reason);
 		printf("heapprofctl: pid %d (%s%s): %llu records; wrote", r->pid, r->comm,
 		       r->moved ? ", an image it later exec'd away from" : "", r->records);
-		for (k = 0; k < 4; k++) {
-			snprintf(path, sizeof(path), "%s%s", r->prefix, ext[k]);
+		for (k = 0; k < N_OUT_EXT; k++) {
+			snprintf(path, sizeof(path), "%s%s", r->prefix, out_ext[k]);
 			if (!access(path, R_OK))
 				printf(" %s", path);
 		}
