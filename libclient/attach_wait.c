@@ -79,44 +79,49 @@ static uint32_t kstate_state(void)
 	return __atomic_load_n(&hp_sess.ring.kstate->state, __ATOMIC_ACQUIRE);
 }
 
+/*
+ * Where the start stands: 1 when a consumer is attached and has enabled us
+ * (its configuration, generation > 0, is written after it read our maps
+ * and opened our files: attached alone is not enough, a program that then
+ * sampled and _exited at once could be gone before that); -1 when there
+ * is nothing to wait for (the session closed, or a consumer came and went
+ * without enabling us); 0 while a consumer may still come.
+ */
+static int start_state(void)
+{
+	uint32_t st = kstate_state();
+
+	if (st == HEAPPROFD_STATE_ATTACHED &&
+	    __atomic_load_n(&hp_sess.ring.cfg->generation, __ATOMIC_ACQUIRE))
+		return 1;
+	if (st == HEAPPROFD_STATE_CLOSED ||
+	    (st != HEAPPROFD_STATE_ATTACHED &&
+	     __atomic_load_n(&hp_sess.ring.kstate->attach_count, __ATOMIC_RELAXED)))
+		return -1;
+	return 0;
+}
+
 void hp_start_wait(void)
 {
 	uint64_t deadline, budget;
 
-	if (!hp_sess.live || !hp_sess.kernel || hp_cfg.dormant)
+	if (!hp_sess.live || !hp_sess.kernel || hp_cfg.dormant || start_state())
 		return;
-	/* Already enabled, or a consumer came and went: nothing to wait for.
-	 * (A consumer that attached but has not enabled us yet is waited for:
-	 * a private daemon often attaches before we get here.) */
-	if (__atomic_load_n(&hp_sess.ring.cfg->generation, __ATOMIC_ACQUIRE) ||
-	    (__atomic_load_n(&hp_sess.ring.kstate->attach_count, __ATOMIC_RELAXED) &&
-	     kstate_state() != HEAPPROFD_STATE_ATTACHED))
-		return;
+	/* (A private daemon often attaches before we get here; it is waited
+	 * for all the same until it has enabled us.) */
 	budget = wait_budget_ms(1);
 	if (!budget)
 		return;
 	hp_debug("start: waiting up to %llu ms for a consumer",
 		 (unsigned long long)budget);
 	deadline = mono_ms() + budget;
-	/*
-	 * Attached is not enough: the daemon reads our maps and opens our
-	 * files when it enables the session, after the attach, and a program
-	 * that then sampled and _exited at once could be gone before that.
-	 * Its configuration (generation > 0) is written after them.
-	 */
-	while (kstate_state() != HEAPPROFD_STATE_ATTACHED ||
-	       !__atomic_load_n(&hp_sess.ring.cfg->generation, __ATOMIC_ACQUIRE)) {
-		uint32_t st = kstate_state();
-
-		/* Closed, or a consumer came and went without enabling us. */
-		if (st == HEAPPROFD_STATE_CLOSED || mono_ms() >= deadline ||
-		    (st != HEAPPROFD_STATE_ATTACHED &&
-		     __atomic_load_n(&hp_sess.ring.kstate->attach_count, __ATOMIC_RELAXED))) {
-			hp_debug("start: no consumer yet; sampling anyway");
-			return;
-		}
+	while (!start_state()) {
+		if (mono_ms() >= deadline)
+			break;
 		nap();
 	}
+	if (start_state() <= 0)
+		hp_debug("start: no consumer yet; sampling anyway");
 }
 
 void hp_exit_wait(void)
