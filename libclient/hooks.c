@@ -225,14 +225,13 @@ static inline __attribute__((always_inline)) void record(void *p, size_t n,
 							 uint32_t count, int exact)
 {
 	uint64_t est = exact ? n : (uint64_t)count * hp_self.smp.interval;
-	uint64_t regs[HEAPPROFD_MAX_REGS];
 
 	if (hp_heap_off(HEAPPROFD_HEAP_MALLOC))
 		return;		/* not in the user's --heaps */
-	hp_regs_capture(regs);
+	hp_regs_capture(hp_self.regs);
 	if (hp_write_alloc(p, n, bytes8_of(p) - 8, est,
 			   hp_self.smp.interval, count, HEAPPROFD_HEAP_MALLOC,
-			   exact, regs))
+			   exact, hp_self.regs))
 		return;
 	/* Only addresses the daemon knows are remembered. */
 	hp_freeset_insert(&hp_fs_malloc, (uint64_t)(uintptr_t)p);
@@ -257,14 +256,13 @@ static inline void cap_countdown(struct hp_thread *t)
 __attribute__((noinline, cold)) static void slow_alloc(struct hp_thread *t,
 							void *p, size_t n)
 {
-	struct hp_count_snap snap;
 	uint32_t count = 0, gen;
 	int exact = 0;
 
 	if (t->in_hook || t->resolving)
 		return;		/* our own allocation: never sampled */
 	t->in_hook = 1;
-	hp_count_save(t, &snap);
+	hp_count_save(t, &t->snap);
 	if (unlikely(hp_child_pending)) {
 		hp_child_pending = 0;
 		hp_session_start();
@@ -308,7 +306,7 @@ __attribute__((noinline, cold)) static void slow_alloc(struct hp_thread *t,
 		record(p, n, count, exact);
 	if (!*hp_gate && __atomic_load_n(&malloc_mode, __ATOMIC_RELAXED) == HP_M_FAST)
 		hp_dispatch_update();	/* the gate closed: stop counting */
-	hp_count_restore(t, &snap);
+	hp_count_restore(t, &t->snap);
 	t->in_hook = 0;
 }
 

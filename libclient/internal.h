@@ -117,6 +117,11 @@ int hp_socket_peer_gone(struct hp_session *s);
 
 /* ---- per-thread state (hooks.c owns the TLS) --------------------------- */
 
+/* The exact counters as they were before the hooks' own work (slow paths). */
+struct hp_count_snap {
+	uint64_t ac, ab, fc, fb;
+};
+
 /*
  * The hot fields come first and share one cache line: the exact counters
  * and the sampler's countdown (hp_sampler starts with it). The byte
@@ -157,6 +162,15 @@ struct hp_thread {
 		uint64_t top;
 		uint32_t len, gen;
 	} shadow;
+	/*
+	 * The sampled malloc path's scratch (slow_alloc, which in_hook keeps
+	 * from nesting), here rather than in its frame: a sample's stack copy
+	 * starts in that frame, so each byte of it would go into the ring,
+	 * through the daemon's copies and into the reuse buffers with every
+	 * sample.
+	 */
+	uint64_t regs[HEAPPROFD_X86_64_NREGS];
+	struct hp_count_snap snap;
 } __attribute__((aligned(64)));
 
 /* The countdown never exceeds this; the rest waits in deferred. */
@@ -175,10 +189,6 @@ extern __thread struct hp_thread hp_self HP_TLS;
  * follows, so the slow paths take a snapshot when they start and put it
  * back when they end.
  */
-struct hp_count_snap {
-	uint64_t ac, ab, fc, fb;
-};
-
 static inline void hp_count_save(const struct hp_thread *t, struct hp_count_snap *s)
 {
 	s->ac = t->alloc_calls;

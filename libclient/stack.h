@@ -7,7 +7,7 @@
 
 /*
  * Take the registers an unwinder starts from (HEAPPROFD_X86_64_* order)
- * into regs[HEAPPROFD_MAX_REGS], as they are at this point of the calling
+ * into regs[HEAPPROFD_X86_64_NREGS], as they are at this point of the calling
  * function: always inlined, so ip and sp are its own. That frame must stay
  * live until the stack is copied (hp_write_alloc, called from it, copies).
  */
