@@ -31,6 +31,8 @@ void hp_sampler_init(struct hp_sampler *s, uint64_t interval, uint64_t seed);
  * that legal at any point). */
 void hp_sampler_set_interval(struct hp_sampler *s, uint64_t interval);
 uint64_t hp_sampler_draw(struct hp_sampler *s);
+/* An Exp(1) variate (the draw's source; for the tests). */
+double hp_sampler_exp1(struct hp_sampler *s);
 
 /*
  * The slow part of hp_sampler_account(): the countdown already had size

@@ -213,8 +213,57 @@ static void test_geometric_mean(void)
 	       "sampler: mean draw %.2f for interval 1000", sum / n);
 }
 
+/*
+ * The Exp(1) source of every draw (a ziggurat, sampler.c) against the
+ * exponential distribution: its first two moments, tail probabilities from
+ * inside the strips to beyond the base strip's edge (r = 7.697, where the
+ * tail is drawn separately), and a chi-square over 256 bins of equal
+ * probability. Bounds are 5 standard deviations (the seed is fixed).
+ */
+static void test_exp1(void)
+{
+	static const double at[] = { 0.01, 0.1, 0.5, 1, 2, 3, 5, 7.69, 7.7, 9, 11 };
+	enum { N = 4000000, BINS = 256, NT = sizeof(at) / sizeof(at[0]) };
+	static unsigned int bin[BINS];
+	unsigned int above[NT] = { 0 };
+	double sum = 0, sum2 = 0, chi2 = 0, worst = 0, e = BINS ? (double)N / BINS : 0;
+	struct hp_sampler s;
+	int i, t, tails_ok = 1;
+
+	hp_sampler_init(&s, 4096, 2024);
+	for (i = 0; i < N; i++) {
+		double x = hp_sampler_exp1(&s);
+		int b = (int)(-expm1(-x) * BINS);	/* F(x) = 1 - e^-x */
+
+		sum += x;
+		sum2 += x * x;
+		bin[b < BINS ? b : BINS - 1]++;
+		for (t = 0; t < NT; t++)
+			above[t] += x > at[t];
+	}
+	for (t = 0; t < NT; t++) {
+		double p = exp(-at[t]), got = (double)above[t] / N;
+		double dev = fabs(got - p) / (sqrt(p * (1 - p) / N) + 1.0 / N);
+
+		if (dev > worst)
+			worst = dev;
+		tails_ok &= dev < 5;
+	}
+	for (i = 0; i < BINS; i++)
+		chi2 += (bin[i] - e) * (bin[i] - e) / e;
+	tap_ok(fabs(sum / N - 1) < 5 / sqrt(N) && fabs(sum2 / N - 2) < 5 * sqrt(20.0 / N),
+	       "sampler: Exp(1) draws have mean %.5f and E[x^2] %.5f (1 and 2)",
+	       sum / N, sum2 / N);
+	tap_ok(tails_ok, "sampler: Exp(1) tail probabilities P(x > t), t from 0.01 to 11, within %.2f sd",
+	       worst);
+	tap_ok(chi2 < (BINS - 1) + 5 * sqrt(2.0 * (BINS - 1)),
+	       "sampler: Exp(1) chi-square over %d equiprobable bins %.1f (%d degrees of freedom)",
+	       BINS, chi2, BINS - 1);
+}
+
 int main(void)
 {
+	test_exp1();
 	test_geometric_mean();
 	test_unbiased();
 	test_p_one();

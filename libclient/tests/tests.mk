@@ -39,6 +39,10 @@ SRC_ring :=
 SRC_detect := detect.c
 SRC_client := tests/minidaemon.c
 
+# A unit test is rebuilt when the sources it compiles in change.
+$(foreach t,sampler freeset detect,$(eval $(TBUILD)/test_$(t) $(TBUILD)/asan/test_$(t) \
+	$(TBUILD)/tsan/test_$(t): $(SRC_$(t))))
+
 $(TBUILD)/test_%: tests/test_%.c $(HDRS) tests/tap.h tests/minidaemon.h tests/minidaemon.c | $(TBUILD)
 	$(CC) $(TCFLAGS) -o $@ $< $(SRC_$*) -lm -lpthread
 
