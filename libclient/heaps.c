@@ -79,7 +79,10 @@ HP_EXPORT void heapprofd_report_alloc(int heap, const void *addr, size_t size)
 	struct hp_thread *t = &hp_self;
 	struct hp_count_snap snap;
 	struct hp_heap *h;
-	uint64_t interval, regs[HEAPPROFD_MAX_REGS];
+	/* Only the registers the record uses: this frame is the first the
+	 * stack copy takes in (hooks.c keeps them in TLS instead; here a
+	 * signal handler may report into another heap meanwhile). */
+	uint64_t interval, regs[HEAPPROFD_X86_64_NREGS];
 	uint32_t count;
 	int exact, guard;
 
