@@ -107,6 +107,7 @@ static int grow(struct hp_freeset *fs)
 			if (old->slots[i] > HP_FS_TOMB)
 				table_put(t, old->slots[i]);
 	__atomic_store_n(&fs->table, t, __ATOMIC_SEQ_CST);
+	fs->rebuilds++;
 	if (old) {
 		grace_period(fs);
 		/* Keep the newest retired table as the spare. */
@@ -145,6 +146,29 @@ out:
 	return ret;
 }
 
+/*
+ * Empty slot i (lock held). In the middle of a probe chain it becomes a
+ * tombstone, so that readers go on past it to the keys beyond. Before an
+ * empty slot no chain goes on, so it is emptied, with the tombstones
+ * right before it, which now end a chain too: a key placed beyond any of
+ * them would need the empty slot to be in use. Only lookups of keys that
+ * are absent can stop sooner, and they find nothing either way. Without
+ * this the tombstones of a sampled program's frees fill the table, and
+ * it is rebuilt after about as many inserts as it has live keys.
+ */
+static void clear_slot(struct hp_fs_table *t, uint64_t i)
+{
+	if (t->slots[(i + 1) & t->mask] != HP_FS_EMPTY) {
+		__atomic_store_n(&t->slots[i], HP_FS_TOMB, __ATOMIC_RELAXED);
+		return;
+	}
+	do {
+		__atomic_store_n(&t->slots[i], HP_FS_EMPTY, __ATOMIC_RELAXED);
+		t->used--;
+		i = (i - 1) & t->mask;
+	} while (t->slots[i] == HP_FS_TOMB);
+}
+
 int hp_freeset_remove(struct hp_freeset *fs, uint64_t key)
 {
 	struct hp_fs_table *t;
@@ -161,7 +185,7 @@ int hp_freeset_remove(struct hp_freeset *fs, uint64_t key)
 		uint64_t v = t->slots[i];
 
 		if (v == key) {
-			__atomic_store_n(&t->slots[i], HP_FS_TOMB, __ATOMIC_RELAXED);
+			clear_slot(t, i);
 			t->live--;
 			__atomic_store_n(&fs->nlive, fs->nlive - 1, __ATOMIC_RELAXED);
 			found = 1;

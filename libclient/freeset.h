@@ -63,6 +63,7 @@ struct hp_freeset {
 	struct hp_fs_table *spare;
 	uint64_t bytes;			/* memory held by tables */
 	uint64_t tables_mapped;		/* mmaps of tables, ever */
+	uint64_t rebuilds;		/* tables built, ever */
 	/* lookups past the filter, in flight, by epoch; a line of their own */
 	uint32_t epoch __attribute__((aligned(64)));
 	uint32_t readers[2];
