@@ -12,8 +12,10 @@
  *
  * Mutations (a sample inserts, the free of a sampled address removes) are
  * rare and already pay for a ring record, so they take a mutex. Removal
- * leaves a tombstone so lock-free readers never miss a key that moved; the
- * table is rebuilt into a fresh one (published with a store) when it fills.
+ * leaves a tombstone so lock-free readers never miss a key beyond it (at
+ * the end of a probe chain, where no key lies beyond, the slot is emptied
+ * instead); the table is rebuilt into a fresh one (published with a store)
+ * when it fills.
  * A lookup that got past the filter (rare) announces itself in one of two
  * reader counters, chosen by an epoch it re-checks after counting itself;
  * a rebuild flips the epoch and waits until the old counter is zero before
@@ -57,9 +59,9 @@ struct hp_freeset {
 	uint64_t nlive;
 	pthread_mutex_t lock;
 	/* A retired table no reader can be in any more, kept for the next
-	 * rebuild of the same size: frees of sampled blocks leave tombstones,
-	 * so a steady state rebuilds every few hundred samples, and mapping
-	 * a fresh table each time cost two system calls and page faults. */
+	 * rebuild of the same size: mapping a fresh table each time cost two
+	 * system calls and page faults (the tombstones that frees leave in
+	 * the middle of probe chains still call for a rebuild now and then). */
 	struct hp_fs_table *spare;
 	uint64_t bytes;			/* memory held by tables */
 	uint64_t tables_mapped;		/* mmaps of tables, ever */
