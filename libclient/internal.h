@@ -123,14 +123,15 @@ struct hp_count_snap {
 };
 
 /*
- * The hot fields come first and share one cache line: the exact counters
- * and the sampler's countdown (hp_sampler starts with it). The byte
- * counters hold usable size + 8 per block (the chunk size as glibc's header
- * gives it, so the hot path needs no per-call constant); hp_counters_publish
- * subtracts 8 per call.
+ * The hot fields come first and share one cache line: the exact counters,
+ * the registry flag free tests and the sampler's countdown (hp_sampler
+ * starts with it). The byte counters hold usable size + 8 per block (the
+ * chunk size as glibc's header gives it, so the hot path needs no per-call
+ * constant); hp_counters_publish subtracts 8 per call.
  */
 struct hp_thread {
 	uint64_t alloc_calls, alloc_bytes8, free_calls, free_bytes8;
+	int registered;			/* in the registry: published at exit */
 	struct hp_sampler smp;		/* countdown first: the hot field */
 	/* Bytes of the countdown held back so that the slow path runs at
 	 * least every HP_SLOW_EVERY bytes (publication, config, gate). */
@@ -143,7 +144,6 @@ struct hp_thread {
 	uint64_t stack_lo, stack_top;
 	uint32_t interval_gen;
 	int inited;
-	int registered;			/* in the registry: published at exit */
 	int exited;			/* its exit handler ran: stays out */
 	int in_hook;			/* reentrancy guard */
 	int resolving;			/* inside dlsym bootstrap */
