@@ -731,53 +731,81 @@ HP_EXPORT void free(void *p)
 	free_other(mode, p);
 }
 
+/* calloc and realloc before the real functions are known (dlsym may
+ * allocate), and realloc of a bootstrap block: out of line, so that the
+ * common paths need no frame and end in a jump to glibc's function. */
+__attribute__((noinline, cold)) static void *calloc_first(size_t nmemb, size_t size)
+{
+	resolve();
+	if (!r_calloc)
+		return boot_alloc(16, nmemb * size);	/* checked by the caller */
+	return calloc(nmemb, size);
+}
+
+__attribute__((noinline, cold)) static void *realloc_boot(void *old, size_t n)
+{
+	size_t m = boot_size(old);
+	void *p = malloc(n ? n : 1);
+
+	if (p)
+		memcpy(p, old, m < n ? m : n);
+	return p;
+}
+
+__attribute__((noinline, cold)) static void *realloc_first(void *old, size_t n)
+{
+	resolve();
+	if (!r_realloc)
+		return old ? NULL : boot_alloc(16, n);
+	return realloc(old, n);
+}
+
+/* The gate open: the real call, then the accounting. */
+__attribute__((noinline)) static void *calloc_profiled(size_t nmemb, size_t size, size_t n)
+{
+	void *p = r_calloc(nmemb, size);
+
+	if (likely(p))
+		account_alloc(p, n);
+	return p;
+}
+
+__attribute__((noinline)) static void *realloc_profiled(void *old, size_t n)
+{
+	void *p;
+
+	if (old)
+		return realloc_tracked(old, n);
+	p = r_realloc(old, n);
+	if (p)
+		account_alloc(p, n);
+	return p;
+}
+
 HP_EXPORT void *calloc(size_t nmemb, size_t size)
 {
 	size_t n;
-	void *p;
 
 	if (__builtin_mul_overflow(nmemb, size, &n)) {
 		errno = ENOMEM;
 		return NULL;
 	}
-	if (unlikely(!r_calloc)) {
-		resolve();
-		if (!r_calloc)
-			return boot_alloc(16, n);
-	}
-	p = r_calloc(nmemb, size);
-	if (likely(!*hp_gate) || unlikely(!p))
-		return p;
-	account_alloc(p, n);
-	return p;
+	if (unlikely(!r_calloc))
+		return calloc_first(nmemb, size);
+	if (likely(!*hp_gate))
+		return r_calloc(nmemb, size);
+	return calloc_profiled(nmemb, size, n);
 }
 
 HP_EXPORT void *realloc(void *old, size_t n)
 {
-	void *p;
-
-	if (unlikely(is_boot(old))) {
-		size_t m = boot_size(old);
-
-		p = malloc(n ? n : 1);
-		if (p)
-			memcpy(p, old, m < n ? m : n);
-		return p;
-	}
-	if (unlikely(!r_realloc)) {
-		resolve();
-		if (!r_realloc)
-			return old ? NULL : boot_alloc(16, n);
-	}
+	if (unlikely(is_boot(old)))
+		return realloc_boot(old, n);
+	if (unlikely(!r_realloc))
+		return realloc_first(old, n);
 	if (likely(!*hp_gate))
 		return r_realloc(old, n);
-	if (!old) {
-		p = r_realloc(old, n);
-		if (p)
-			account_alloc(p, n);
-		return p;
-	}
-	return realloc_tracked(old, n);
+	return realloc_profiled(old, n);
 }
 
 HP_EXPORT void *reallocarray(void *old, size_t nmemb, size_t size)
