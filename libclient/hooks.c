@@ -433,7 +433,7 @@ static inline void account_free(void *p)
  * remove, that sample's insert may put the address into the free set a
  * second time (the set counts each insert; freeset.h).
  */
-__attribute__((noinline)) static void *realloc_tracked(void *old, size_t n)
+static void *realloc_tracked(void *old, size_t n)
 {
 	struct hp_thread *t = &hp_self;
 	size_t old_bytes8 = bytes8_of(old);
