@@ -41,7 +41,7 @@ static double uniform_open0(struct hp_sampler *s)
  * e^-x[i-1] up to e^-x[i], with x[0] = r and x[ZIG_N - 1] = 0. A draw picks
  * a strip and a point x uniform across its width. Left of the strip's inner
  * edge (x[i]; r for the base) the point is under the curve whatever its
- * height: accepted by one integer comparison, about 99% of draws. Otherwise
+ * height: accepted by one integer comparison, about 98% of draws. Otherwise
  * the wedge between the inner edge and the width is decided by a uniform
  * height against e^-x, and the base strip's overhang stands for the tail,
  * drawn as r + Exp(1) (memoryless). The strip comes from the top 8 bits of
