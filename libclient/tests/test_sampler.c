@@ -226,7 +226,7 @@ static void test_exp1(void)
 	enum { N = 4000000, BINS = 256, NT = sizeof(at) / sizeof(at[0]) };
 	static unsigned int bin[BINS];
 	unsigned int above[NT] = { 0 };
-	double sum = 0, sum2 = 0, chi2 = 0, worst = 0, e = BINS ? (double)N / BINS : 0;
+	double sum = 0, sum2 = 0, chi2 = 0, worst = 0, e = (double)N / BINS;
 	struct hp_sampler s;
 	int i, t, tails_ok = 1;
 
