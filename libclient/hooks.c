@@ -8,9 +8,11 @@
  *
  * malloc and free test a mode for the variant the state calls for
  * (hp_dispatch_update): without a session, or while it is dormant (or the
- * allocator is not glibc's, or bootstrap blocks exist), a variant that
- * checks the gate on every call; while sampling with glibc's allocator,
- * malloc_fast and free_fast, which do not read the gate at all. Their
+ * allocator is not glibc's, or bootstrap blocks exist), a malloc that
+ * checks the gate on every call, and with glibc's allocator a free that
+ * does not (free_plain: nothing is sampled until free has switched);
+ * while sampling with glibc's allocator, malloc_fast and free_fast, which
+ * do not read the gate at all. Their
  * common path: in malloc, one thread-local subtraction (the countdown) and
  * a branch, the real call, one addition for the calls and one for the bytes (read from
  * the chunk header glibc just wrote); in free, the same two additions and
@@ -55,7 +57,7 @@ size_t (*hp_real_usable)(void *);
  * here than the three instructions of the test (bench/RESULTS.md). The
  * first calls (HP_M_FIRST) resolve the real functions.
  */
-enum { HP_M_FIRST, HP_M_GATED, HP_M_GATED_BOOT, HP_M_FAST };
+enum { HP_M_FIRST, HP_M_GATED, HP_M_GATED_BOOT, HP_M_FAST, HP_M_PLAIN };
 static int malloc_mode = HP_M_FIRST, free_mode = HP_M_FIRST;
 
 /* ---- bootstrap arena ---------------------------------------------------- */
@@ -302,8 +304,14 @@ __attribute__((noinline, cold)) static void slow_alloc(struct hp_thread *t,
 		}
 	}
 	cap_countdown(t);
-	if (count && *hp_gate)
+	if (count && *hp_gate) {
+		/* calloc, realloc and the aligned family find the gate open
+		 * without switching the variants: free must look up what is
+		 * sampled from now on. */
+		if (unlikely(__atomic_load_n(&free_mode, __ATOMIC_RELAXED) == HP_M_PLAIN))
+			hp_dispatch_update();
 		record(p, n, count, exact);
+	}
 	if (!*hp_gate && __atomic_load_n(&malloc_mode, __ATOMIC_RELAXED) == HP_M_FAST)
 		hp_dispatch_update();	/* the gate closed: stop counting */
 	hp_count_restore(t, &t->snap);
@@ -613,6 +621,19 @@ static inline void free_gated(void *p)
 	(*(void (*volatile *)(void *))&r_free)(p);
 }
 
+/*
+ * The gate closed, glibc's allocator and no bootstrap block (dormant, or no
+ * session): straight on to the real free, without reading the gate. No
+ * block is sampled while free is in this mode: the gate-checking
+ * allocation paths that find the gate open switch free to free_fast before
+ * they sample (malloc_gate_open, and slow_alloc for the others).
+ */
+static inline void free_plain(void *p)
+{
+	/* Volatile, as in free_gated: a tail of its own. */
+	(*(void (*volatile *)(void *))&r_free)(p);
+}
+
 /* free_gated for a process in which bootstrap blocks exist (dlsym
  * allocated): those are never handed to the real free. */
 static void free_gated_boot(void *p)
@@ -662,7 +683,9 @@ void hp_dispatch_update(void)
 	open = *hp_gate != 0;
 	boot = __atomic_load_n(&boot_used, __ATOMIC_SEQ_CST) != 0;
 	m = open && glibc_heap ? HP_M_FAST : HP_M_GATED;
-	f = open && glibc_heap && !boot ? HP_M_FAST : boot ? HP_M_GATED_BOOT : HP_M_GATED;
+	/* Closed, with glibc's allocator: free need not read the gate (see
+	 * free_plain). */
+	f = boot ? HP_M_GATED_BOOT : !glibc_heap ? HP_M_GATED : open ? HP_M_FAST : HP_M_PLAIN;
 	if (open) {
 		__atomic_store_n(&free_mode, f, __ATOMIC_RELEASE);
 		__atomic_store_n(&malloc_mode, m, __ATOMIC_RELEASE);
@@ -696,17 +719,21 @@ __attribute__((noinline, cold)) static void *malloc_other(int mode, size_t n)
 
 __attribute__((noinline, cold)) static void free_other(int mode, void *p)
 {
+	if (mode == HP_M_GATED)
+		return free_gated(p);
 	if (mode == HP_M_GATED_BOOT)
 		return free_gated_boot(p);
 	free_first(p);
 }
 
 /*
- * See the top of this file. Sampling is tested first and falls through, the
- * gate-checking variant (dormant, and pass-through: the gate then points at
- * a constant zero) takes one branch; each ends in one indirect call or jump.
- * Measured here, each further taken branch or indirect jump costs more than
- * the few instructions saved (bench/RESULTS.md).
+ * See the top of this file. Sampling is tested first and falls through;
+ * dormant and pass-through (the gate then points at a constant zero) take
+ * one branch, to malloc's gate check or to free_plain; each ends in one
+ * indirect call or jump. Measured here, each further taken branch or
+ * indirect jump costs more than the few instructions saved, and testing
+ * dormant first only moves the taken branch onto sampling
+ * (bench/RESULTS.md).
  */
 HP_EXPORT void *malloc(size_t n)
 {
@@ -726,8 +753,8 @@ HP_EXPORT void free(void *p)
 	/* free(NULL) is passed on: the real free accepts it. */
 	if (likely(mode == HP_M_FAST))
 		return free_fast(p);
-	if (likely(mode == HP_M_GATED))
-		return free_gated(p);
+	if (likely(mode == HP_M_PLAIN))
+		return free_plain(p);
 	free_other(mode, p);
 }
 

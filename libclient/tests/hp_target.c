@@ -187,6 +187,41 @@ static int mode_dormant(void)
 	return 0;
 }
 
+/*
+ * Profiled, then the gate closes and opens again, and the first
+ * allocations after it opens are callocs: calloc, not malloc, finds the
+ * gate open, and their frees must still be looked up (free's variant
+ * switches before the first sample). The thread's stack bounds are known
+ * by then, so nothing in the first sample calls malloc on its own.
+ */
+static int mode_reattach_calloc(void)
+{
+	char c;
+	int i;
+
+	printf("ready\n");
+	fflush(stdout);
+	if (read(0, &c, 1) != 1)	/* enabled */
+		return 1;
+	for (i = 0; i < 10; i++) {
+		keep[i] = malloc(4441);
+		touch(keep[i], 1);
+		free(keep[i]);
+	}
+	if (read(0, &c, 1) != 1)	/* disabled: the next malloc sees it */
+		return 1;
+	keep[0] = malloc(4442);
+	touch(keep[0], 1);
+	free(keep[0]);
+	if (read(0, &c, 1) != 1)	/* enabled again */
+		return 1;
+	for (i = 0; i < 100; i++)
+		keep[i] = calloc(1, 333);
+	for (i = 0; i < 100; i++)
+		free(keep[i]);
+	return 0;
+}
+
 /* A realloc that fails keeps the old block: its free comes at free(). */
 static int mode_reallocfail(void)
 {
@@ -454,6 +489,8 @@ int main(int argc, char **argv)
 		return mode_exec(argv[0]);
 	if (!strcmp(m, "dormant"))
 		return mode_dormant();
+	if (!strcmp(m, "reattach_calloc"))
+		return mode_reattach_calloc();
 	if (!strcmp(m, "reallocfail"))
 		return mode_reallocfail();
 	if (!strcmp(m, "heap"))

@@ -733,22 +733,31 @@ static void t_exec_family(void)
 	md_free(&D);
 }
 
-static void enable_session(struct run *r, int in_w, void *arg)
+/* The session once it is there, configured for interval 1 (what a daemon
+ * does: fill in, bump the generation; enabling is the caller's). */
+static struct md_session *configured_session(void)
 {
 	struct md_session *s;
 	int i;
 
-	(void)r;
-	(void)in_w;
-	(void)arg;
 	for (i = 0; i < 200 && !__atomic_load_n(&D.nsess, __ATOMIC_ACQUIRE); i++)
 		usleep(10000);
 	if (!D.nsess)
-		return;
+		return NULL;
 	s = &D.s[0];
-	/* What a daemon does: fill in, bump generation, then enable. */
 	s->ring.cfg->interval = 1;
 	__atomic_add_fetch(&s->ring.cfg->generation, 1, __ATOMIC_RELEASE);
+	return s;
+}
+
+static void enable_session(struct run *r, int in_w, void *arg)
+{
+	struct md_session *s = configured_session();
+
+	(void)r;
+	(void)arg;
+	if (!s)
+		return;
 	__atomic_store_n(&s->ring.cfg->enabled, 1, __ATOMIC_RELEASE);
 	if (write(in_w, "g", 1) != 1)
 		return;
@@ -768,6 +777,60 @@ static void t_dormant(void)
 	       "client: dormant: nothing before the config page enables it, then interval 1 from the config (%zu/%zu)",
 	       D.nsess ? md_count_alloc(&D.s[0], 0, 111) : 0,
 	       D.nsess ? md_count_alloc(&D.s[0], 0, 222) : 0);
+	md_free(&D);
+}
+
+/* enable, disable, enable again, each followed by a go to the target */
+static void reattach_session(struct run *r, int in_w, void *arg)
+{
+	struct md_session *s = configured_session();
+	int i;
+
+	(void)r;
+	(void)arg;
+	if (!s)
+		return;
+	for (i = 0; i < 3; i++) {
+		__atomic_store_n(&s->ring.cfg->enabled, i != 1, __ATOMIC_RELEASE);
+		if (write(in_w, "g", 1) != 1)
+			return;
+		usleep(600000);	/* the target's step takes microseconds */
+	}
+}
+
+/*
+ * The gate closes and opens again, and calloc is the first to find it open
+ * (free had been switched to its variant that does not read the gate):
+ * every sampled calloc's free still reaches the daemon.
+ */
+static void t_reattach_calloc(void)
+{
+	char *argv[] = { target, "reattach_calloc", NULL };
+	size_t i, k, nalloc = 0, nfreed = 0;
+	struct run r;
+	int rc;
+
+	daemon_up();
+	rc = run_prog(argv, ENV("HEAPPROFD_DORMANT=1"), 1, &r, reattach_session, NULL);
+	daemon_down();
+	for (i = 0; D.nsess && i < D.s[0].nrec; i++) {
+		const struct md_rec *a = &D.s[0].recs[i];
+
+		if (a->type != HEAPPROFD_REC_ALLOC || a->u.alloc.req_size != 333)
+			continue;
+		nalloc++;
+		for (k = i + 1; k < D.s[0].nrec; k++)
+			if (D.s[0].recs[k].type == HEAPPROFD_REC_FREE &&
+			    D.s[0].recs[k].u.free.addr == a->u.alloc.addr) {
+				nfreed++;
+				break;
+			}
+	}
+	tap_ok(rc == 0 && D.nsess == 1 && md_count_alloc(&D.s[0], 0, 4441) == 10 &&
+	       md_count_alloc(&D.s[0], 0, 4442) == 0 && nalloc == 100 && nfreed == 100,
+	       "client: profiled (%zu/10), gate closed (%zu/0), opened again, calloc first: %zu/100 sampled, %zu/100 of their frees reach the daemon (rc %d)",
+	       D.nsess ? md_count_alloc(&D.s[0], 0, 4441) : 0,
+	       D.nsess ? md_count_alloc(&D.s[0], 0, 4442) : 0, nalloc, nfreed, rc);
 	md_free(&D);
 }
 
@@ -1124,6 +1187,7 @@ int main(int argc, char **argv)
 			{ "threads", t_threads }, { "cxx", t_cxx },
 			{ "counters", t_counters }, { "countmix", t_countmix }, { "fork", t_fork },
 			{ "exec", t_exec }, { "exec_family", t_exec_family }, { "dormant", t_dormant },
+			{ "reattach_calloc", t_reattach_calloc },
 			{ "heap", t_heap }, { "bad_env", t_bad_env },
 			{ "realloc_fail", t_realloc_fail },
 			{ "system_preload", t_system_preload },
