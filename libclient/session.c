@@ -34,12 +34,17 @@ static uint64_t hp_free_wait_failed_head = ~0ULL;
 #define HP_ADAPT_MAX_SHIFT 16
 #define HP_FREE_WAIT_US 2000
 
-static uint64_t now_ns(void)
+static uint64_t clock_ns(clockid_t id)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(id, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t now_ns(void)
+{
+	return clock_ns(CLOCK_MONOTONIC);
 }
 
 /*
@@ -50,10 +55,7 @@ static uint64_t now_ns(void)
  */
 static uint64_t coarse_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	return clock_ns(CLOCK_MONOTONIC_COARSE);
 }
 
 uint64_t hp_next_seq(void)
