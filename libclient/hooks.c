@@ -611,16 +611,6 @@ static inline void *malloc_gated(size_t n)
 	return malloc_gate_open(n);
 }
 
-static inline void free_gated(void *p)
-{
-	if (unlikely(*__atomic_load_n(&hp_gate, __ATOMIC_RELAXED)))
-		return free_gate_open(p);
-	/* A volatile load keeps the compiler from merging this tail with
-	 * free's other jumps to the real free, which would cost the dormant
-	 * path a taken jump. */
-	(*(void (*volatile *)(void *))&r_free)(p);
-}
-
 /*
  * The gate closed, glibc's allocator and no bootstrap block (dormant, or no
  * session): straight on to the real free, without reading the gate. No
@@ -630,8 +620,17 @@ static inline void free_gated(void *p)
  */
 static inline void free_plain(void *p)
 {
-	/* Volatile, as in free_gated: a tail of its own. */
+	/* A volatile load keeps the compiler from merging this tail with
+	 * free's other jumps to the real free, which would cost the dormant
+	 * path a taken jump. */
 	(*(void (*volatile *)(void *))&r_free)(p);
+}
+
+static inline void free_gated(void *p)
+{
+	if (unlikely(*__atomic_load_n(&hp_gate, __ATOMIC_RELAXED)))
+		return free_gate_open(p);
+	free_plain(p);
 }
 
 /* free_gated for a process in which bootstrap blocks exist (dlsym
