@@ -9,7 +9,7 @@ $(BBUILD):
 $(BBUILD)/bench_client: $(BDIR)/bench_client.c | $(BBUILD)
 	$(CC) -std=gnu11 -O2 -g $(WARN) -o $@ $< -lpthread
 
-$(BBUILD)/bench_run: $(BDIR)/bench_run.c tests/minidaemon.c tests/minidaemon.h ring.h | $(BBUILD)
+$(BBUILD)/bench_run: $(BDIR)/bench_run.c tests/minidaemon.c tests/minidaemon.h $(HDRS) | $(BBUILD)
 	$(CC) -std=gnu11 -O2 -g $(WARN) -I$(CURDIR) -o $@ $< tests/minidaemon.c -lpthread
 
 $(BBUILD)/bench_draw: $(BDIR)/bench_draw.c sampler.c sampler.h | $(BBUILD)

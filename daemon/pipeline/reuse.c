@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Stack reuse (uapi: HEAPPROFD_ALLOC_STACK_REUSED). The outer part of a
- * thread's stack rarely changes between two of its samples (sqlite3: 9 KiB
+ * thread's stack rarely changes between two of its samples (sqlite3: 9.2 KiB
  * of a 10 KiB stack on average), so the client leaves out the top bytes
  * that are the same as in its previous record and says how many. Here, in
  * the feeding thread and in ring order, the record is made whole again from
@@ -20,14 +20,21 @@
 /* Threads remembered at once; past this the table starts over. */
 #define HP_REUSE_MAX_THREADS	4096
 
+/*
+ * A thread's stack top: the len bytes below top, at the end of b. b grows
+ * with the deepest stack the thread has sent (up to
+ * HEAPPROFD_STACK_REUSE_MAX), so a thread with a shallow stack costs little.
+ */
 struct saved {
 	uint64_t top;		/* the thread's stack_top */
 	uint32_t len;		/* bytes below top held in b (0: nothing) */
-	uint8_t b[HEAPPROFD_STACK_REUSE_MAX];
+	uint32_t cap;		/* size of b */
+	uint8_t *b;
 };
 
 struct hp_reuse {
 	struct hp_hmap threads;	/* tid -> struct saved */
+	uint64_t held;		/* the buffers' sizes, summed */
 	/* written by the feeding thread (hp_bump), read by anyone */
 	uint64_t rebuilt, missing, mem;
 };
@@ -41,9 +48,14 @@ static void forget_all(struct hp_reuse *r)
 {
 	struct hp_hent *e;
 
-	hp_hmap_for_each(&r->threads, e)
-		free(e->v);
+	hp_hmap_for_each(&r->threads, e) {
+		struct saved *s = e->v;
+
+		free(s->b);
+		free(s);
+	}
 	hp_hmap_free(&r->threads);
+	r->held = 0;
 }
 
 void hp_reuse_free(struct hp_reuse *r)
@@ -58,7 +70,7 @@ void hp_reuse_free(struct hp_reuse *r)
 static void account(struct hp_reuse *r)
 {
 	__atomic_store_n(&r->mem, sizeof(*r) + r->threads.n * sizeof(struct saved) +
-			 r->threads.cap * sizeof(struct hp_hent), __ATOMIC_RELAXED);
+			 r->held + r->threads.cap * sizeof(struct hp_hent), __ATOMIC_RELAXED);
 }
 
 size_t hp_reuse_mem(const struct hp_reuse *r)
@@ -66,48 +78,101 @@ size_t hp_reuse_mem(const struct hp_reuse *r)
 	return r ? __atomic_load_n(&r->mem, __ATOMIC_RELAXED) : 0;
 }
 
+/* The thread's saved top, made (empty) if it has none. */
+static struct saved *saved_of(struct hp_reuse *r, uint32_t tid)
+{
+	struct saved *s = hp_hmap_get(&r->threads, tid, 0);
+
+	if (s)
+		return s;
+	if (r->threads.n >= HP_REUSE_MAX_THREADS)
+		forget_all(r);
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	if (hp_hmap_put(&r->threads, tid, 0, s)) {
+		free(s);
+		return NULL;
+	}
+	account(r);
+	return s;
+}
+
+/*
+ * Room for n bytes below top, keeping the len bytes held (they stay the
+ * topmost ones). Returns 0, or -1 if the buffer could not grow (it is then
+ * as it was).
+ */
+static int make_room(struct hp_reuse *r, struct saved *s, uint32_t n)
+{
+	uint32_t cap = s->cap ? s->cap : 1024;
+	uint8_t *b;
+
+	if (n <= s->cap)
+		return 0;
+	while (cap < n)
+		cap *= 2;
+	if (cap > HEAPPROFD_STACK_REUSE_MAX)
+		cap = HEAPPROFD_STACK_REUSE_MAX;
+	b = malloc(cap);
+	if (!b)
+		return -1;
+	if (s->len)
+		memcpy(b + cap - s->len, s->b + s->cap - s->len, s->len);
+	free(s->b);
+	r->held += cap - s->cap;
+	s->b = b;
+	s->cap = cap;
+	account(r);
+	return 0;
+}
+
+/* How many of a whole stack's topmost bytes a thread keeps. */
+static uint32_t kept(uint64_t whole)
+{
+	return whole < HEAPPROFD_STACK_REUSE_MAX ? (uint32_t)whole : HEAPPROFD_STACK_REUSE_MAX;
+}
+
 /*
  * Keep the top of a record's whole stack (own bytes, then held bytes of
  * the saved copy, which are still in place) for the thread's next record.
+ * held is 0 unless the caller made room for the whole stack already (the
+ * held bytes then stay where they are).
  */
-static void remember(struct hp_reuse *r, const struct heapprofd_rec_alloc *a,
+static void remember(struct hp_reuse *r, struct saved *s, const struct heapprofd_rec_alloc *a,
 		     const uint8_t *own, uint32_t own_len, uint32_t held)
 {
 	uint64_t sp = a->regs[HEAPPROFD_X86_64_SP], whole = (uint64_t)own_len + held;
-	struct saved *s = hp_hmap_get(&r->threads, a->tid, 0);
 	uint32_t n;
 
-	if (!s) {
-		if (r->threads.n >= HP_REUSE_MAX_THREADS)
-			forget_all(r);
-		s = malloc(sizeof(*s));
-		if (!s)
-			return;
-		if (hp_hmap_put(&r->threads, a->tid, 0, s)) {
-			free(s);
-			return;
-		}
-		account(r);
-	}
+	if (!s)
+		return;
 	if (s->top != a->stack_top)
 		held = 0;
 	s->top = a->stack_top;
-	s->len = 0;
 	/* Only a copy that reaches the top can be reused from. */
-	if (!a->stack_top || sp + whole != a->stack_top)
+	if (!a->stack_top || sp + whole != a->stack_top) {
+		s->len = 0;
 		return;
-	n = whole < HEAPPROFD_STACK_REUSE_MAX ? (uint32_t)whole : HEAPPROFD_STACK_REUSE_MAX;
+	}
+	n = kept(whole);
 	if (held > n)
 		held = n;
+	if (!held)
+		s->len = 0;	/* nothing to keep while growing */
+	if (!n || make_room(r, s, n)) {
+		s->len = 0;
+		return;
+	}
 	/* The held bytes are the topmost ones: only the record's own go in. */
-	memcpy(s->b + HEAPPROFD_STACK_REUSE_MAX - n, own + own_len - (n - held), n - held);
+	memcpy(s->b + s->cap - n, own + own_len - (n - held), n - held);
 	s->len = n;
 }
 
 int hp_reuse_view(struct hp_reuse *r, const struct heapprofd_rec_alloc *a,
 		  const uint8_t *stack, struct hp_stack_view *v)
 {
-	struct saved *s;
+	struct saved *s = saved_of(r, a->tid);
 	uint32_t k;
 
 	v->own = stack;
@@ -115,24 +180,25 @@ int hp_reuse_view(struct hp_reuse *r, const struct heapprofd_rec_alloc *a,
 	v->top = NULL;
 	v->top_len = 0;
 	if (!(a->hdr.flags & HEAPPROFD_ALLOC_STACK_REUSED)) {
-		remember(r, a, stack, a->stack_len, 0);
+		remember(r, s, a, stack, a->stack_len, 0);
 		return 0;
 	}
 	/* parse.c checked: reused <= the maximum, and the two parts end at
 	 * stack_top. */
 	k = a->stack_reused;
-	s = hp_hmap_get(&r->threads, a->tid, 0);
-	if (!s || s->top != a->stack_top || s->len < k) {
+	if (!s || s->top != a->stack_top || s->len < k ||
+	    make_room(r, s, kept((uint64_t)a->stack_len + k))) {
 		/* Not ours to rebuild: the unwinder stops where the copy does. */
 		hp_bump(&r->missing, 1);
-		remember(r, a, stack, a->stack_len, 0);
+		remember(r, s, a, stack, a->stack_len, 0);
 		return 2;
 	}
-	v->top = s->b + HEAPPROFD_STACK_REUSE_MAX - k;
+	/* The room is made first: remember() must not move what v->top
+	 * points at, the topmost k bytes, which it leaves as they are. */
+	v->top = s->b + s->cap - k;
 	v->top_len = k;
 	hp_bump(&r->rebuilt, 1);
-	/* Leaves the topmost k bytes, which v->top points at, as they are. */
-	remember(r, a, stack, a->stack_len, k);
+	remember(r, s, a, stack, a->stack_len, k);
 	return 1;
 }
 

@@ -1080,6 +1080,56 @@ static void test_sigmask(void)
  * one-probe calls the books use (find/del_at, probe/set_at) mixed with the
  * plain ones.
  */
+/*
+ * A thread's saved stack top grows with its stack (reuse.c keeps only what
+ * the deepest stack so far needs): shallow, then deeper and deeper stacks,
+ * each reusing the top of the one before; every record must be rebuilt
+ * byte for byte, the held bytes surviving each growth of the buffer.
+ */
+static void test_reuse_growth(void)
+{
+	static const uint32_t depth[] = { 512, 20000, 20000, 40960, 65536, 3000, 65536 };
+	static const uint32_t reuse[] = { 0, 512, 16384, 20000, 40960, 2048, 3000 };
+	const uint64_t top = 0x7ff000000000ULL;
+	struct hp_reuse *r = hp_reuse_new();
+	uint8_t *live = malloc(HEAPPROFD_STACK_REUSE_MAX), *whole = NULL;
+	struct heapprofd_rec_alloc a;
+	struct hp_stack_view v;
+	size_t i, good = 0;
+	uint32_t j;
+
+	for (j = 0; j < HEAPPROFD_STACK_REUSE_MAX; j++)	/* the stack, top down */
+		live[HEAPPROFD_STACK_REUSE_MAX - 1 - j] = (uint8_t)(j * 7 + j / 251);
+	for (i = 0; i < sizeof(depth) / sizeof(depth[0]); i++) {
+		uint32_t d = depth[i], k = reuse[i];
+		const uint8_t *sp_bytes = live + HEAPPROFD_STACK_REUSE_MAX - d;
+		int got;
+
+		memset(&a, 0, sizeof(a));
+		a.hdr.flags = k ? HEAPPROFD_ALLOC_STACK_REUSED : 0;
+		a.tid = 77;
+		a.stack_top = top;
+		a.regs[HEAPPROFD_X86_64_SP] = top - d;
+		a.stack_len = d - k;
+		a.stack_reused = k;
+		got = hp_reuse_view(r, &a, sp_bytes, &v);
+		if (got != (k ? 1 : 0))
+			break;
+		whole = realloc(whole, hp_reuse_whole_len(&v));
+		hp_reuse_build(&a, &v, 0, whole);
+		if (((struct heapprofd_rec_alloc *)whole)->stack_len != d ||
+		    memcmp(whole + sizeof(a), sp_bytes, d))
+			break;
+		good++;
+	}
+	ok(good == sizeof(depth) / sizeof(depth[0]) && hp_reuse_mem(r) >= HEAPPROFD_STACK_REUSE_MAX,
+	   "reuse: a thread's stack growing from 512 bytes to 64 KiB is rebuilt exactly at every step "
+	   "(%zu of %zu), its saved top growing with it", good, sizeof(depth) / sizeof(depth[0]));
+	free(whole);
+	free(live);
+	hp_reuse_free(r);
+}
+
 static void test_hmap(void)
 {
 	enum { KEYS = 512, OPS = 200000 };
@@ -1304,6 +1354,7 @@ int main(void)
 	test_garbage();
 	test_sigmask();
 	test_hmap();
+	test_reuse_growth();
 	test_symcache();
 	hp_pipeline_free(P);
 	ok(1, "pipeline: shuts down cleanly");
