@@ -149,7 +149,7 @@ int hpd_scan_attach(pid_t pid, struct hpd_rule *r, char *err, size_t errlen)
 		rc = hpd_session_map(s, fd, 1, hdr.ctl_size, hdr.data_size);
 	}
 	if (rc) {
-		snprintf(err, errlen, "pid %d: ring rejected: %s", (int)pid, strerror(-rc));
+		snprintf(err, errlen, "pid %d: ring rejected: %s", (int)pid, hpd_ring_refusal(rc));
 		hpd_session_end(s, NULL);
 		return rc;
 	}

@@ -109,6 +109,8 @@ extern struct hp_pipeline *hpd_pipe;
 struct hpd_session *hpd_session_new(enum hpd_transport t, pid_t pid, const char *comm);
 int hpd_session_map(struct hpd_session *s, int fd, int is_memfd,
 		    uint32_t ctl_size, uint64_t data_size);
+/* Why hpd_session_map refused a ring (rc < 0), for the log. */
+const char *hpd_ring_refusal(int rc);
 int hpd_session_enable(struct hpd_session *s, struct hpd_rule *r);
 void hpd_session_drain(struct hpd_session *s, int producer_gone);
 int hpd_session_dump(struct hpd_session *s, unsigned which, char *path, size_t pathlen);

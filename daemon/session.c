@@ -123,6 +123,18 @@ static __attribute__((noinline)) int guarded_open(struct hpd_session *s)
 	return rc;
 }
 
+const char *hpd_ring_refusal(int rc)
+{
+	static __thread char buf[200];
+
+	if (rc != -EPROTONOSUPPORT)
+		return strerror(-rc);
+	snprintf(buf, sizeof(buf), "its client was built for another ring ABI version than "
+		 "this daemon's (%d): preload the libheapprofd_client.so installed with this "
+		 "heapprofd", HEAPPROFD_ABI_VERSION);
+	return buf;
+}
+
 int hpd_session_map(struct hpd_session *s, int fd, int is_memfd,
 		    uint32_t ctl_size, uint64_t data_size)
 {

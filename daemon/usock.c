@@ -145,7 +145,7 @@ static void accept_hello(int fd)
 	s->dormant = !!(h.flags & HP_HELLO_DORMANT);
 	rc = hpd_session_map(s, fds[0], 1, h.ctl_size, h.data_size);
 	if (rc) {
-		hpd_log(HPD_WARN, "pid %d: ring rejected: %s", (int)cred.pid, strerror(-rc));
+		hpd_log(HPD_WARN, "pid %d: ring rejected: %s", (int)cred.pid, hpd_ring_refusal(rc));
 		status = rc;
 		goto bad_session;
 	}

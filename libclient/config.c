@@ -29,22 +29,39 @@ struct hp_config hp_cfg = {
 	.stack_reuse = 1,
 };
 
-void hp_debug(const char *fmt, ...)
+static void say(const char *fmt, va_list ap)
 {
 	char buf[256];
-	va_list ap;
 	int n;
 
-	if (!hp_cfg.debug)
-		return;
 	n = snprintf(buf, sizeof(buf), "heapprofd_client[%d]: ", (int)getpid());
-	va_start(ap, fmt);
 	vsnprintf(buf + n, sizeof(buf) - n - 1, fmt, ap);
-	va_end(ap);
 	n = strlen(buf);
 	buf[n++] = '\n';
 	if (write(2, buf, n) < 0)
 		return;
+}
+
+void hp_debug(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!hp_cfg.debug)
+		return;
+	va_start(ap, fmt);
+	say(fmt, ap);
+	va_end(ap);
+}
+
+void hp_warn(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (hp_cfg.quiet)
+		return;
+	va_start(ap, fmt);
+	say(fmt, ap);
+	va_end(ap);
 }
 
 static void complain(const char *var, const char *val, const char *why)

@@ -47,6 +47,8 @@ extern struct hp_config hp_cfg;
 void hp_config_from_env(void);
 int hp_name_matches(void);
 void hp_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* What the user must see (unless HEAPPROFD_QUIET): a misconfiguration. */
+void hp_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Parsers, exposed for the tests. Return 0 on success, -1 on a bad value. */
 int hp_parse_u64(const char *s, uint64_t *out, int allow_suffix);
 

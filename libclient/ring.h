@@ -113,7 +113,8 @@ static inline void hp_ring_format(void *ctl_area, uint32_t ctl_size,
 
 /*
  * Check the control header of a mapping of map_len bytes and fill r.
- * Returns 0, or -EINVAL if the header is not one we can trust to index with.
+ * Returns 0, -EPROTONOSUPPORT if it is a ring of another ABI version, or
+ * -EINVAL if the header is not one we can trust to index with.
  */
 static inline int hp_ring_open(struct hp_ring *r, void *map, size_t map_len)
 {
@@ -127,8 +128,10 @@ static inline int hp_ring_open(struct hp_ring *r, void *map, size_t map_len)
 		return -EINVAL;
 	/* One copy; from here on only the copy is used. */
 	memcpy(&c, (const void *)vc, sizeof(c));
-	if (c.magic != HEAPPROFD_CTL_MAGIC || c.version != HEAPPROFD_ABI_VERSION)
+	if (c.magic != HEAPPROFD_CTL_MAGIC)
 		return -EINVAL;
+	if (c.version != HEAPPROFD_ABI_VERSION)
+		return -EPROTONOSUPPORT;	/* a ring of another release */
 	if (c.header_size < sizeof(c) || c.ctl_size < c.header_size ||
 	    c.ctl_size > (1U << 20) || c.ctl_size % 64)
 		return -EINVAL;

@@ -502,6 +502,10 @@ void hp_session_start(void)
 	}
 	if (ret)
 		ret = hp_socket_open(&hp_sess, dormant, hp_cfg.ring_size);
+	if (ret == -EPROTONOSUPPORT)
+		hp_warn("the daemon speaks another ABI version than this client (%d): "
+			"not profiling; preload the libheapprofd_client.so installed "
+			"with the running heapprofd", HEAPPROFD_ABI_VERSION);
 	if (ret) {
 		hp_debug("no session (%d); not profiling", ret);
 		return;

@@ -54,7 +54,14 @@ int hp_kernel_open(struct hp_session *s, int dormant, uint64_t data_size)
 		return e;
 	}
 	close(dev);
-	if (reg.version != HEAPPROFD_ABI_VERSION || !reg.ctl_size) {
+	if (reg.version != HEAPPROFD_ABI_VERSION) {
+		close(sfd);
+		hp_warn("the loaded heapprofd module speaks ABI %u, this client %d: not using "
+			"it; load the heapprofd.ko installed with this client",
+			reg.version, HEAPPROFD_ABI_VERSION);
+		return -EPROTONOSUPPORT;
+	}
+	if (!reg.ctl_size) {
 		close(sfd);
 		return -EPROTO;
 	}

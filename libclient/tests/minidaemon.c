@@ -190,7 +190,7 @@ static void accept_one(struct md *d)
 		}
 	memset(&reply, 0, sizeof(reply));
 	reply.magic = HP_REPLY_MAGIC;
-	reply.status = d->refuse ? -EPERM : 0;
+	reply.status = __atomic_load_n(&d->refuse, __ATOMIC_RELAXED);
 	reply.session_id = (uint64_t)d->nsess + 1;
 	if (s->nfds < 4 || s->hello.nfds != (uint32_t)s->nfds)
 		reply.status = -EINVAL;

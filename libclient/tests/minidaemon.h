@@ -59,7 +59,7 @@ struct md {
 	int lfd;
 	pthread_t th;
 	int stop;
-	int refuse;		/* reply with -EPERM */
+	int refuse;		/* nonzero: reply with this status (-errno) */
 	int pause_all;
 	int hangup;		/* close the connection after the reply */
 	int no_store;		/* count records, keep none (benchmarks) */

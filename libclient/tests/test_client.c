@@ -1006,6 +1006,27 @@ static void t_bad_env(void)
 	md_free(&D);
 }
 
+/* A daemon of another release refuses the ring (EPROTONOSUPPORT): the
+ * program runs on unprofiled and the user is told which client to use. */
+static void t_other_abi(void)
+{
+	char *argv[] = { target, "nothing", NULL };
+	struct run r;
+	int rc, lines;
+
+	daemon_up();
+	/* (md_start cleared it; the listener reads it at the hello) */
+	__atomic_store_n(&D.refuse, -EPROTONOSUPPORT, __ATOMIC_RELAXED);
+	rc = run_prog(argv, NULL, 1, &r, NULL, NULL);
+	daemon_down();
+	lines = count_lines(r.err, r.errlen, "heapprofd_client[");
+	tap_ok(rc == 0 && lines == 1 && strstr(r.err, "another ABI version") &&
+	       strstr(r.err, "preload the libheapprofd_client.so"),
+	       "client: a daemon of another ABI version refuses it: the program runs on and "
+	       "one line on stderr says which client to preload (%d lines)", lines);
+	md_free(&D);
+}
+
 static void t_bootstrap(void)
 {
 	char *argv[] = { target, "basic", "10", "100", NULL };
@@ -1188,7 +1209,7 @@ int main(int argc, char **argv)
 			{ "counters", t_counters }, { "countmix", t_countmix }, { "fork", t_fork },
 			{ "exec", t_exec }, { "exec_family", t_exec_family }, { "dormant", t_dormant },
 			{ "reattach_calloc", t_reattach_calloc },
-			{ "heap", t_heap }, { "bad_env", t_bad_env },
+			{ "heap", t_heap }, { "bad_env", t_bad_env }, { "other_abi", t_other_abi },
 			{ "realloc_fail", t_realloc_fail },
 			{ "system_preload", t_system_preload },
 			{ "name", t_name }, { "ring_full", t_ring_full },

@@ -126,6 +126,8 @@ int main(int argc, char **argv)
 	hp_ring_format(m, HEAPPROFD_CTL_SIZE, DATA, 0, 0);
 	if (hp_ring_open(&r, m, len))
 		return 1;
+	if (!strcmp(mode, "oldabi"))	/* a client of an earlier release */
+		r.ctl->version = HEAPPROFD_ABI_VERSION - 1;
 	fds[0] = memfd;
 	fds[1] = efd;
 	fds[2] = open("/proc/self/maps", O_RDONLY);
@@ -151,6 +153,8 @@ int main(int argc, char **argv)
 		perror("hello");
 		return 1;
 	}
+	if (!strcmp(mode, "oldabi"))	/* refused, and told why */
+		return rep.status == -EPROTONOSUPPORT ? 0 : 1;
 	if (rep.status) {
 		fprintf(stderr, "daemon refused: %d\n", rep.status);
 		return 1;
