@@ -3,6 +3,7 @@
  * lock-free (see freeset.h). Tables come from mmap, never from malloc, so
  * the set can be used inside the malloc hooks. */
 #include <sched.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -44,10 +45,96 @@ static void table_put(struct hp_fs_table *t, uint64_t key)
 	}
 }
 
+/* fs is zeroed (static) or was set up before; no other thread uses it.
+ * Only the parts of the filter arrays that were ever used are cleared: the
+ * others were never touched (and stay unmapped pages). */
 void hp_freeset_init(struct hp_freeset *fs)
 {
-	memset(fs, 0, sizeof(*fs));
+	int a;
+
+	for (a = 0; a < 2; a++)
+		if (fs->fused[a])
+			memset(fs->filter[a], 0, (size_t)1 << fs->fused[a]);
+	memset(fs, 0, offsetof(struct hp_freeset, filter));
 	pthread_mutex_init(&fs->lock, NULL);
+}
+
+int hp_freeset_filter_again(struct hp_freeset *fs, uint64_t key)
+{
+	uint64_t w = __atomic_load_n(&fs->fword, __ATOMIC_ACQUIRE), w2;
+
+	for (;;) {
+		if (!w)
+			return 0;
+		if (__atomic_load_n(hp_fs_counter(fs, w, key), __ATOMIC_ACQUIRE))
+			return 1;
+		w2 = __atomic_load_n(&fs->fword, __ATOMIC_ACQUIRE);
+		if (w2 == w)
+			return 0;
+		w = w2;
+	}
+}
+
+/* key's counter in array arr at bits bits (lock held). */
+static uint8_t *counter_at(struct hp_freeset *fs, uint32_t arr, uint32_t bits, uint64_t key)
+{
+	return &fs->filter[arr][hp_fs_hash(key) >> (64 - bits)];
+}
+
+/* 255 is sticky: the count is no longer known. */
+static void count_up(struct hp_freeset *fs, uint8_t *f)
+{
+	if (*f == 255)
+		return;
+	__atomic_store_n(f, *f + 1, __ATOMIC_RELAXED);
+	if (*f == 255)
+		fs->fsticky = 1;
+}
+
+/*
+ * Zero the first 2^bits counters of array arr (lock held). Lookups may be
+ * reading it still, with a word published before this began: release
+ * stores, so that one that reads a zero from here also reads that newer
+ * word when it checks again. Counters already zero are not written (their
+ * pages may never have been touched).
+ */
+static void clear_counters(struct hp_freeset *fs, uint32_t arr, uint32_t bits)
+{
+	uint8_t *f = fs->filter[arr];
+	size_t i, n = bits ? (size_t)1 << bits : 0;
+
+	for (i = 0; i < n; i++)
+		if (__atomic_load_n(&f[i], __ATOMIC_RELAXED))
+			__atomic_store_n(&f[i], 0, __ATOMIC_RELEASE);
+}
+
+/* Publish the filter's shape (lock held): 0 for an empty set. */
+static void publish_filter(struct hp_freeset *fs)
+{
+	fs->fgen++;
+	__atomic_store_n(&fs->fword, fs->nlive ? HP_FS_FW(fs->fgen, fs->farr, fs->fbits) : 0,
+			 __ATOMIC_RELEASE);
+}
+
+/* Build the filter twice as large in the other array, from the table, and
+ * switch to it (lock held). */
+static void grow_filter(struct hp_freeset *fs)
+{
+	uint32_t arr = !fs->farr, bits = fs->fbits + 1;
+	const struct hp_fs_table *t = fs->table;
+	uint64_t i;
+
+	clear_counters(fs, arr, fs->fused[arr]);
+	fs->fused[arr] = bits;
+	fs->fsticky = 0;
+	if (t)
+		for (i = 0; i <= t->mask; i++)
+			if (t->slots[i] > HP_FS_TOMB)
+				count_up(fs, counter_at(fs, arr, bits, t->slots[i]));
+	fs->farr = arr;
+	fs->fbits = bits;
+	fs->fgrowths++;
+	publish_filter(fs);
 }
 
 int hp_freeset_lookup(struct hp_freeset *fs, uint64_t key)
@@ -122,7 +209,6 @@ static int grow(struct hp_freeset *fs)
 
 int hp_freeset_insert(struct hp_freeset *fs, uint64_t key)
 {
-	uint8_t *f;
 	int ret = 0;
 
 	if (key <= HP_FS_TOMB)
@@ -133,14 +219,19 @@ int hp_freeset_insert(struct hp_freeset *fs, uint64_t key)
 		ret = -1;
 		goto out;
 	}
+	if (!fs->fbits)
+		fs->fbits = fs->fused[fs->farr] = HP_FS_FILTER_BITS_MIN;
+	if (fs->fbits < HP_FS_FILTER_BITS_MAX &&
+	    fs->nlive + 1 > ((uint64_t)1 << fs->fbits) >> HP_FS_FILTER_LOAD_SHIFT)
+		grow_filter(fs);
 	/* The filter first: a reader that finds the key in the table must
-	 * not have been turned away by the filter. Both become visible before
+	 * not have been turned away by the filter. All becomes visible before
 	 * the program can hand the address to another thread. */
-	f = &fs->filter[hp_fs_hash(key) >> (64 - HP_FS_FILTER_BITS)];
-	if (*f != 255)
-		__atomic_store_n(f, *f + 1, __ATOMIC_RELAXED);
+	count_up(fs, counter_at(fs, fs->farr, fs->fbits, key));
 	table_put(fs->table, key);
 	__atomic_store_n(&fs->nlive, fs->nlive + 1, __ATOMIC_RELAXED);
+	if (fs->nlive == 1)
+		publish_filter(fs);	/* no longer empty */
 out:
 	pthread_mutex_unlock(&fs->lock);
 	return ret;
@@ -197,9 +288,16 @@ int hp_freeset_remove(struct hp_freeset *fs, uint64_t key)
 	}
 	if (found) {
 		/* 255 is sticky: the count is no longer known. */
-		f = &fs->filter[hp_fs_hash(key) >> (64 - HP_FS_FILTER_BITS)];
+		f = counter_at(fs, fs->farr, fs->fbits, key);
 		if (*f != 255 && *f)
 			__atomic_store_n(f, *f - 1, __ATOMIC_RELAXED);
+		if (!fs->nlive) {
+			publish_filter(fs);	/* empty: the word is 0 */
+			/* Nothing is in the set: sticky counters can go. */
+			if (fs->fsticky)
+				clear_counters(fs, fs->farr, fs->fbits);
+			fs->fsticky = 0;
+		}
 	}
 out:
 	pthread_mutex_unlock(&fs->lock);

@@ -553,10 +553,7 @@ static inline __attribute__((always_inline)) void free_fast(void *p)
 		hp_self.free_bytes8 += glibc_bytes8(p);
 		if (unlikely(!hp_self.registered))
 			return free_fast_rare(p);
-		if (__atomic_load_n(&hp_fs_malloc.nlive, __ATOMIC_RELAXED) &&
-		    unlikely(__atomic_load_n(&hp_fs_malloc.filter[hp_fs_hash((uintptr_t)p) >>
-								  (64 - HP_FS_FILTER_BITS)],
-					     __ATOMIC_RELAXED)))
+		if (unlikely(hp_freeset_filter_quick(&hp_fs_malloc, (uint64_t)(uintptr_t)p)))
 			return free_fast_rare(p);
 	}
 	r_free(p);

@@ -105,20 +105,21 @@ static void test_threads(void)
 	for (i = 0; i < NT; i++)
 		pthread_create(&th[i], NULL, worker, (void *)(uintptr_t)i);
 	/* Meanwhile, rebuilds: the set grows past each table's half, twice
-	 * over, and shrinks back. */
+	 * over, and shrinks back; the filter grows twice (past 4096 and 8192
+	 * entries) while the workers look up. */
 	for (k = 1; k <= 2; k++) {
-		for (j = 0; j < 6000; j++)
+		for (j = 0; j < 12000; j++)
 			hp_freeset_insert(&fs, ((uint64_t)k << 50) + (j << 4));
-		for (j = 0; j < 6000; j++)
+		for (j = 0; j < 12000; j++)
 			hp_freeset_remove(&fs, ((uint64_t)k << 50) + (j << 4));
 	}
 	for (i = 0; i < NT; i++) {
 		pthread_join(th[i], NULL);
 		bad += lost[i];
 	}
-	tap_ok(!bad && hp_freeset_live(&fs) == NT * 64 && fs.rebuilds >= 3,
-	       "freeset: %d threads racing lookups with inserts/removes/%llu rebuilds: no key lost (%llu), live %llu",
-	       NT, (unsigned long long)fs.rebuilds, (unsigned long long)bad,
+	tap_ok(!bad && hp_freeset_live(&fs) == NT * 64 && fs.rebuilds >= 3 && fs.fgrowths >= 2,
+	       "freeset: %d threads racing lookups with inserts/removes/%llu rebuilds/%u filter growths: no key lost (%llu), live %llu",
+	       NT, (unsigned long long)fs.rebuilds, fs.fgrowths, (unsigned long long)bad,
 	       (unsigned long long)hp_freeset_live(&fs));
 	hp_freeset_reset(&fs);
 }
@@ -180,12 +181,47 @@ static void test_nlive(void)
 	hp_freeset_reset(&fs);
 }
 
+/*
+ * The filter grows with the set: a large set (a program keeping much
+ * memory alive) still turns most non-members away at the filter, every
+ * member passes it at every size, and an emptied set answers no at once.
+ */
+static void test_filter_growth(void)
+{
+	uint64_t i, miss = 0, pass = 0, n = 40000, probes = 200000;
+	uint32_t bits;
+	int empty_no;
+
+	hp_freeset_init(&fs);
+	for (i = 1; i <= n; i++) {
+		hp_freeset_insert(&fs, i * 112);
+		if (!hp_freeset_filter(&fs, i * 112) || !hp_freeset_filter(&fs, (i / 2 + 1) * 112))
+			miss++;
+	}
+	for (i = 0; i < probes; i++)
+		pass += hp_freeset_filter(&fs, (n + 1 + i) * 112);
+	bits = fs.fbits;
+	for (i = 1; i <= n; i++)
+		if (!hp_freeset_remove(&fs, i * 112))
+			miss++;
+	empty_no = !fs.fword && !hp_freeset_filter(&fs, 112);
+	tap_ok(!miss && bits == HP_FS_FILTER_BITS_MAX && fs.fgrowths == 3 &&
+	       pass * 100 < probes * 20 && empty_no,
+	       "freeset: the filter grows to 2^%u counters for %llu entries (%u growths), every member "
+	       "passes it (%llu missed), %.1f%% of non-members do (2^15 counters would all be set), "
+	       "empty answers no (%d)",
+	       bits, (unsigned long long)n, fs.fgrowths, (unsigned long long)miss,
+	       100.0 * (double)pass / (double)probes, empty_no);
+	hp_freeset_reset(&fs);
+}
+
 int main(void)
 {
 	test_basic();
 	test_churn();
 	test_twice();
 	test_nlive();
+	test_filter_growth();
 	test_threads();
 	return tap_failed ? 1 : 0;
 }
