@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "freeset.h"
 
@@ -45,6 +46,25 @@ static void table_put(struct hp_fs_table *t, uint64_t key)
 	}
 }
 
+/*
+ * Zero n bytes at p with no other thread looking (init). The whole pages
+ * inside are given back instead of written (the arrays are in .bss, private
+ * anonymous memory, so they read as zeros again): a fork child of a
+ * process with a large filter copies no page of it.
+ */
+static void zero_bytes(uint8_t *p, size_t n)
+{
+	uintptr_t ps = (uintptr_t)sysconf(_SC_PAGESIZE), s = (uintptr_t)p, e = s + n;
+	uintptr_t a = (s + ps - 1) & ~(ps - 1), b = e & ~(ps - 1);
+
+	if (b > a && !madvise((void *)a, b - a, MADV_DONTNEED)) {
+		memset(p, 0, a - s);
+		memset((void *)b, 0, e - b);
+		return;
+	}
+	memset(p, 0, n);
+}
+
 /* fs is zeroed (static) or was set up before; no other thread uses it.
  * Only the parts of the filter arrays that were ever used are cleared: the
  * others were never touched (and stay unmapped pages). */
@@ -54,7 +74,7 @@ void hp_freeset_init(struct hp_freeset *fs)
 
 	for (a = 0; a < 2; a++)
 		if (fs->fused[a])
-			memset(fs->filter[a], 0, (size_t)1 << fs->fused[a]);
+			zero_bytes(fs->filter[a], (size_t)1 << fs->fused[a]);
 	memset(fs, 0, offsetof(struct hp_freeset, filter));
 	pthread_mutex_init(&fs->lock, NULL);
 }
@@ -289,8 +309,12 @@ int hp_freeset_remove(struct hp_freeset *fs, uint64_t key)
 	if (found) {
 		/* 255 is sticky: the count is no longer known. */
 		f = counter_at(fs, fs->farr, fs->fbits, key);
+		/* Release: a lookup that reads a zero written here must also
+		 * read every filter word published before this remove (it may
+		 * hold a word two growths old, for which this array was
+		 * cleared and rebuilt; see clear_counters). */
 		if (*f != 255 && *f)
-			__atomic_store_n(f, *f - 1, __ATOMIC_RELAXED);
+			__atomic_store_n(f, *f - 1, __ATOMIC_RELEASE);
 		if (!fs->nlive) {
 			publish_filter(fs);	/* empty: the word is 0 */
 			/* Nothing is in the set: sticky counters can go. */

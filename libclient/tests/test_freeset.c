@@ -213,6 +213,24 @@ static void test_filter_growth(void)
 	       bits, (unsigned long long)n, fs.fgrowths, (unsigned long long)miss,
 	       100.0 * (double)pass / (double)probes, empty_no);
 	hp_freeset_reset(&fs);
+	/* A reset (a fork child) with a grown filter full of counts: both
+	 * arrays read as zeros again (whole pages are given back). */
+	{
+		size_t k, nonzero = 0;
+
+		for (i = 1; i <= n; i++)
+			hp_freeset_insert(&fs, i * 112);
+		bits = fs.fbits;
+		hp_freeset_reset(&fs);
+		for (k = 0; k < sizeof(fs.filter); k++)
+			nonzero += ((const uint8_t *)fs.filter)[k] != 0;
+		tap_ok(bits == HP_FS_FILTER_BITS_MAX && !nonzero && !fs.fword && !fs.fbits &&
+		       !hp_freeset_filter(&fs, 112),
+		       "freeset: a reset with %llu entries and the filter at 2^%u leaves both arrays "
+		       "zero (%zu bytes not) and the set empty",
+		       (unsigned long long)n, bits, nonzero);
+		hp_freeset_reset(&fs);
+	}
 }
 
 int main(void)
