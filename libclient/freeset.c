@@ -132,8 +132,8 @@ static void clear_counters(struct hp_freeset *fs, uint32_t arr, uint32_t bits)
 static void publish_filter(struct hp_freeset *fs)
 {
 	fs->fgen++;
-	__atomic_store_n(&fs->fword, fs->nlive ? HP_FS_FW(fs->fgen, fs->farr, fs->fbits) : 0,
-			 __ATOMIC_RELEASE);
+	__atomic_store_n(&fs->fword, fs->table && fs->table->live ?
+			 HP_FS_FW(fs->fgen, fs->farr, fs->fbits) : 0, __ATOMIC_RELEASE);
 }
 
 /* Build the filter twice as large in the other array, from the table, and
@@ -242,15 +242,14 @@ int hp_freeset_insert(struct hp_freeset *fs, uint64_t key)
 	if (!fs->fbits)
 		fs->fbits = fs->fused[fs->farr] = HP_FS_FILTER_BITS_MIN;
 	if (fs->fbits < HP_FS_FILTER_BITS_MAX &&
-	    fs->nlive + 1 > ((uint64_t)1 << fs->fbits) >> HP_FS_FILTER_LOAD_SHIFT)
+	    fs->table->live + 1 > ((uint64_t)1 << fs->fbits) >> HP_FS_FILTER_LOAD_SHIFT)
 		grow_filter(fs);
 	/* The filter first: a reader that finds the key in the table must
 	 * not have been turned away by the filter. All becomes visible before
 	 * the program can hand the address to another thread. */
 	count_up(fs, counter_at(fs, fs->farr, fs->fbits, key));
 	table_put(fs->table, key);
-	__atomic_store_n(&fs->nlive, fs->nlive + 1, __ATOMIC_RELAXED);
-	if (fs->nlive == 1)
+	if (fs->table->live == 1)
 		publish_filter(fs);	/* no longer empty */
 out:
 	pthread_mutex_unlock(&fs->lock);
@@ -298,7 +297,6 @@ int hp_freeset_remove(struct hp_freeset *fs, uint64_t key)
 		if (v == key) {
 			clear_slot(t, i);
 			t->live--;
-			__atomic_store_n(&fs->nlive, fs->nlive - 1, __ATOMIC_RELAXED);
 			found = 1;
 			break;
 		}
@@ -315,7 +313,7 @@ int hp_freeset_remove(struct hp_freeset *fs, uint64_t key)
 		 * cleared and rebuilt; see clear_counters). */
 		if (*f != 255 && *f)
 			__atomic_store_n(f, *f - 1, __ATOMIC_RELEASE);
-		if (!fs->nlive) {
+		if (!t->live) {
 			publish_filter(fs);	/* empty: the word is 0 */
 			/* Nothing is in the set: sticky counters can go. */
 			if (fs->fsticky)

@@ -73,7 +73,6 @@ struct hp_freeset {
 	 * free of it cannot read zero here.
 	 */
 	uint64_t fword;
-	uint64_t nlive;			/* entries in the set */
 	pthread_mutex_t lock;
 	/* A retired table no reader can be in any more, kept for the next
 	 * rebuild of the same size: mapping a fresh table each time cost two

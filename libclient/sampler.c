@@ -25,10 +25,12 @@ static uint64_t rng_next(struct hp_sampler *s)
 	return s->rng[1] + b;
 }
 
+#define TWO53	9007199254740992.0
+
 /* Uniform in (0, 1]: never log(0). */
 static double uniform_open0(struct hp_sampler *s)
 {
-	return (double)((rng_next(s) >> 11) + 1) * (1.0 / 9007199254740992.0);
+	return (double)((rng_next(s) >> 11) + 1) * (1.0 / TWO53);
 }
 
 /*
@@ -51,7 +53,6 @@ static double uniform_open0(struct hp_sampler *s)
 #define ZIG_N	256
 #define ZIG_R	7.69711747013104972	/* r for 256 strips */
 #define ZIG_V	0.0039496598225815571993	/* each strip's area */
-#define TWO53	9007199254740992.0
 
 /* A strip's two numbers share one cache line (a draw comes once per
  * sample: the table is seldom in cache). 4 KiB in all. */
