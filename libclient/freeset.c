@@ -336,6 +336,25 @@ uint64_t hp_freeset_live(struct hp_freeset *fs)
 	return n;
 }
 
+/*
+ * Move every entry of src into dst, and leave src empty: a fork child's
+ * marked blocks that the parent's daemon knew of become quiet ones (their
+ * frees must still be recognised, but the child's daemon never saw them).
+ * For a process with one thread (a fork child): no lock is needed, and
+ * readers cannot be in src.
+ */
+void hp_freeset_move(struct hp_freeset *dst, struct hp_freeset *src)
+{
+	const struct hp_fs_table *t = src->table;
+	uint64_t i;
+
+	if (t)
+		for (i = 0; i <= t->mask; i++)
+			if (t->slots[i] > HP_FS_TOMB)
+				hp_freeset_insert(dst, t->slots[i]);
+	hp_freeset_reset(src);
+}
+
 void hp_freeset_reset(struct hp_freeset *fs)
 {
 	if (fs->table)

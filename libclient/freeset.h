@@ -179,6 +179,7 @@ int hp_freeset_insert(struct hp_freeset *fs, uint64_t key);
 int hp_freeset_remove(struct hp_freeset *fs, uint64_t key);
 /* Forget everything (fork child; single-threaded). */
 void hp_freeset_reset(struct hp_freeset *fs);
+void hp_freeset_move(struct hp_freeset *dst, struct hp_freeset *src);
 uint64_t hp_freeset_live(struct hp_freeset *fs);
 
 #endif /* HP_FREESET_H */

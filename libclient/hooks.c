@@ -12,14 +12,17 @@
  * checks the gate on every call, and with glibc's allocator a free that
  * does not (free_plain: nothing is sampled until free has switched);
  * while sampling with glibc's allocator, malloc_fast and free_fast, which
- * do not read the gate at all. Their
- * common path: in malloc, one thread-local subtraction (the countdown) and
- * a branch, the real call, one addition for the calls and one for the bytes (read from
- * the chunk header glibc just wrote); in free, the same two additions and
- * one load of the number of live sampled blocks (freeset.h). No lock, no
- * system call, no write to a shared cache line. Everything else (the gate
- * closing, a new interval, publishing the counters) is noticed on the
- * sampler's slow path, which runs at least every HP_SLOW_EVERY bytes.
+ * do not read the gate at all (free_fast also once sampling stopped, while
+ * marked blocks may be alive). Their common path: in malloc, one
+ * thread-local subtraction (the countdown) and a branch, the real call,
+ * one addition for the calls and one for the bytes (read from the chunk
+ * header glibc just wrote); in free, a look for the mark of a sampled
+ * block in the 16 bytes below it (mark.h) and the same two additions. No
+ * lock, no system call, no write to a shared cache line. Everything else
+ * (the gate closing, a new interval, publishing the counters, sampling) is
+ * on the sampler's slow path, which runs at least every HP_SLOW_EVERY
+ * bytes and before the allocation it decides on, so that a sampled block
+ * is allocated marked.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -33,11 +36,21 @@
 #include <unistd.h>
 
 #include "freeset.h"
+#include "mark.h"
 #include "stack.h"
 #include "internal.h"
 
 __thread struct hp_thread hp_self HP_TLS;
-struct hp_freeset hp_fs_malloc;
+/*
+ * Sampled blocks alive: those the daemon was told of (a free writes a FREE
+ * record), and, with marking, the marked blocks it was not told of (the
+ * ring was full, the heap is left out, or a fork child inherited them),
+ * which only the free must recognise. Without marking (another
+ * allocator), the free path asks hp_fs_malloc's filter instead (mark.h).
+ */
+struct hp_freeset hp_fs_malloc, hp_fs_quiet;
+uint64_t hp_mark_key;
+int hp_marks_made;
 
 static void *(*r_malloc)(size_t);
 static void (*r_free)(void *);
@@ -215,6 +228,19 @@ static inline size_t bytes8_of(void *p)
 	return hp_real_usable(p) + 8;
 }
 
+/* The same for a confirmed marked block: what the program can use, + 8. */
+static inline size_t marked_bytes8(void *u)
+{
+	size_t off = hp_mark_off(u);
+
+	return glibc_bytes8((uint8_t *)u - off) - off;
+}
+
+static inline size_t block_bytes8(void *p, int marked)
+{
+	return marked ? marked_bytes8(p) : bytes8_of(p);
+}
+
 /* ---- the sampled path --------------------------------------------------- */
 
 /*
@@ -224,19 +250,26 @@ static inline size_t bytes8_of(void *p)
  * move, and two frames less to unwind).
  */
 static inline __attribute__((always_inline)) void record(void *p, size_t n,
-							 uint32_t count, int exact)
+							 uint32_t count, int exact,
+							 int marked)
 {
 	uint64_t est = exact ? n : (uint64_t)count * hp_self.smp.interval;
+	uint64_t key = (uint64_t)(uintptr_t)p;
 
 	if (hp_heap_off(HEAPPROFD_HEAP_MALLOC))
-		return;		/* not in the user's --heaps */
+		goto quiet;	/* not in the user's --heaps */
 	hp_regs_capture(hp_self.regs);
-	if (hp_write_alloc(p, n, bytes8_of(p) - 8, est,
+	if (hp_write_alloc(p, n, block_bytes8(p, marked) - 8, est,
 			   hp_self.smp.interval, count, HEAPPROFD_HEAP_MALLOC,
 			   exact, hp_self.regs))
-		return;
-	/* Only addresses the daemon knows are remembered. */
-	hp_freeset_insert(&hp_fs_malloc, (uint64_t)(uintptr_t)p);
+		goto quiet;
+	/* The daemon knows this address: its free is recorded. */
+	hp_freeset_insert(&hp_fs_malloc, key);
+	return;
+quiet:
+	/* Unknown to the daemon; a marked block must still be recognised. */
+	if (marked)
+		hp_freeset_insert(&hp_fs_quiet, key);
 }
 
 /* Hold back what exceeds HP_SLOW_EVERY of the countdown (internal.h). */
@@ -253,18 +286,15 @@ static inline void cap_countdown(struct hp_thread *t)
  * perhaps, or only the end of a HP_SLOW_EVERY stretch. Here, not on the
  * common path: the counters are published, the control page config and the
  * interval generation are looked at, and the gate is checked by the fast
- * variants, which do not read it themselves.
+ * variants, which do not read it themselves. Returns the number of samples
+ * (0: not sampled). The caller holds in_hook and a snapshot of the counters.
  */
-__attribute__((noinline, cold)) static void slow_alloc(struct hp_thread *t,
-							void *p, size_t n)
+static inline __attribute__((always_inline)) uint32_t decide(struct hp_thread *t,
+							      size_t n, int *exact)
 {
 	uint32_t count = 0, gen;
-	int exact = 0;
 
-	if (t->in_hook || t->resolving)
-		return;		/* our own allocation: never sampled */
-	t->in_hook = 1;
-	hp_count_save(t, &t->snap);
+	*exact = 0;
 	if (unlikely(hp_child_pending)) {
 		hp_child_pending = 0;
 		hp_session_start();
@@ -276,7 +306,7 @@ __attribute__((noinline, cold)) static void slow_alloc(struct hp_thread *t,
 	hp_config_poll();	/* one load unless the daemon changed it */
 	if (!t->inited) {
 		hp_thread_init(t);	/* also clears deferred */
-		count = hp_sampler_account(&t->smp, n, &exact);
+		count = hp_sampler_account(&t->smp, n, exact);
 	} else {
 		/* Publishing adds to shared counters: at most once per
 		 * HP_PUBLISH_CALLS allocations, so that sampling at a small
@@ -293,29 +323,119 @@ __attribute__((noinline, cold)) static void slow_alloc(struct hp_thread *t,
 			t->deferred = 0;
 			hp_sampler_set_interval(&t->smp,
 				__atomic_load_n(&hp_interval_eff, __ATOMIC_RELAXED));
-			count = hp_sampler_account(&t->smp, n, &exact);
+			count = hp_sampler_account(&t->smp, n, exact);
 		} else {
 			/* The true countdown is countdown + deferred: only
 			 * where that is used up is a byte sampled. */
 			t->smp.countdown += (int64_t)t->deferred;
 			t->deferred = 0;
 			if (t->smp.countdown <= 0)
-				count = hp_sampler_slow(&t->smp, n, &exact);
+				count = hp_sampler_slow(&t->smp, n, exact);
 		}
 	}
 	cap_countdown(t);
-	if (count && *hp_gate) {
+	if (!*hp_gate) {
+		count = 0;
+		if (__atomic_load_n(&malloc_mode, __ATOMIC_RELAXED) == HP_M_FAST)
+			hp_dispatch_update();	/* the gate closed: stop counting */
+	} else if (count) {
 		/* calloc, realloc and the aligned family find the gate open
-		 * without switching the variants: free must look up what is
-		 * sampled from now on. */
+		 * without switching the variants: free must look for what is
+		 * sampled from now on, before the block is handed out. */
+		if (hp_mark_key && !__atomic_load_n(&hp_marks_made, __ATOMIC_RELAXED)) {
+			__atomic_store_n(&hp_marks_made, 1, __ATOMIC_SEQ_CST);
+			hp_dispatch_update();
+		}
 		if (unlikely(__atomic_load_n(&free_mode, __ATOMIC_RELAXED) == HP_M_PLAIN))
 			hp_dispatch_update();
-		record(p, n, count, exact);
 	}
-	if (!*hp_gate && __atomic_load_n(&malloc_mode, __ATOMIC_RELAXED) == HP_M_FAST)
-		hp_dispatch_update();	/* the gate closed: stop counting */
+	return count;
+}
+
+/* What the slow paths allocate again: the function the program called. */
+enum { K_MALLOC, K_CALLOC, K_MEMALIGN, K_POSIX_MEMALIGN, K_ALIGNED_ALLOC,
+       K_VALLOC, K_PVALLOC };
+
+static void *real_alloc(int kind, size_t n, size_t align)
+{
+	void *p;
+
+	switch (kind) {
+	case K_CALLOC:
+		return r_calloc(1, n);
+	case K_MEMALIGN:
+		return r_memalign(align, n);
+	case K_POSIX_MEMALIGN:
+		return r_posix_memalign(&p, align, n) ? NULL : p;
+	case K_ALIGNED_ALLOC:
+		return r_aligned_alloc(align, n);
+	case K_VALLOC:
+		return r_valloc(n);
+	case K_PVALLOC:
+		return r_pvalloc(n);
+	default:
+		return r_malloc(n);
+	}
+}
+
+/* The same, as a marked block (mark.h): the offset's bytes in front. */
+static void *marked_alloc(int kind, size_t n, size_t align)
+{
+	size_t off = kind >= K_MEMALIGN ? hp_mark_off_for(align) : HP_MARK_OFF;
+	void *base;
+
+	if (n > SIZE_MAX - off) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (kind == K_MALLOC)
+		base = r_malloc(n + off);
+	else if (kind == K_CALLOC)
+		base = r_calloc(1, n + off);
+	else
+		base = r_memalign(off, n + off);
+	return base ? hp_mark_put(base, off) : NULL;
+}
+
+/*
+ * An allocation of n bytes whose countdown ran out (n already taken from
+ * it): the housekeeping and the decision, then the allocation itself,
+ * marked if it is sampled, and its record. The registers are taken in this
+ * frame (record() is inlined), the outermost of the sampled path under
+ * the hook. The bytes of an allocation that fails were consumed from the
+ * countdown without a chance of being sampled: the Poisson process over
+ * the bytes of the allocations that succeed is unchanged by that
+ * (disjoint stretches are independent), so no estimate is biased.
+ */
+__attribute__((noinline, cold)) static void *slow_alloc(int kind, size_t n, size_t align)
+{
+	struct hp_thread *t = &hp_self;
+	uint32_t count;
+	int exact, marked;
+	void *p;
+
+	if (t->in_hook || t->resolving) {
+		/* Our own allocation: never sampled (its count is undone by
+		 * the slow path it happens in). */
+		p = real_alloc(kind, n, align);
+		marked = 0;
+		goto counted;
+	}
+	t->in_hook = 1;
+	hp_count_save(t, &t->snap);
+	count = decide(t, n, &exact);
+	marked = count && hp_mark_key;
+	p = marked ? marked_alloc(kind, n, align) : real_alloc(kind, n, align);
+	if (p && count)
+		record(p, n, count, exact, marked);
 	hp_count_restore(t, &t->snap);
 	t->in_hook = 0;
+counted:
+	if (likely(p)) {
+		t->alloc_calls++;
+		t->alloc_bytes8 += block_bytes8(p, marked);
+	}
+	return p;
 }
 
 static const char *boot_selftest(void)
@@ -350,6 +470,23 @@ static const char *boot_selftest(void)
 	return NULL;
 }
 
+/*
+ * The key of the marks (mark.h): random, so that no data the program
+ * writes equals a mark but by chance. HEAPPROFD_TEST_MARK_KEY sets it, for
+ * the test that forges a mark on a plain block.
+ */
+static uint64_t mark_key(void)
+{
+	const char *e = getenv("HEAPPROFD_TEST_MARK_KEY");
+	uint64_t k = 0;
+
+	if (e)
+		k = strtoull(e, NULL, 16);
+	else if (getrandom(&k, sizeof(k), GRND_NONBLOCK) != sizeof(k))
+		k = (uint64_t)(uintptr_t)&k * 0x9e3779b97f4a7c15ULL ^ (uint64_t)getpid();
+	return k ? k : 0x6865617070726f66ULL;
+}
+
 void hp_hooks_init(void)
 {
 	if (boot_test_on) {
@@ -373,33 +510,28 @@ void hp_hooks_init(void)
 		r_free(p);
 		r_free(q);
 	}
+	if (glibc_heap)
+		hp_mark_key = mark_key();
 	hp_dispatch_update();
 }
 
-/* The general accounting of an allocation (calloc, realloc, the aligned
- * family and malloc's gate-checking variant). */
-static inline void account_alloc(void *p, size_t n)
+/*
+ * An allocation on a path with the gate open, other than malloc's fast
+ * variant: the countdown first, so that a sampled block can be marked.
+ */
+static inline void *alloc_counted(int kind, size_t n, size_t align)
 {
 	struct hp_thread *t = &hp_self;
+	void *p;
 
-	t->alloc_calls++;
-	t->alloc_bytes8 += bytes8_of(p);
 	if (unlikely((t->smp.countdown -= (int64_t)n) <= 0))
-		slow_alloc(t, p, n);
-}
-
-__attribute__((noinline, cold)) static void slow_free(void *p)
-{
-	struct hp_thread *t = &hp_self;
-	int guard = t->in_hook;
-	struct hp_count_snap snap;
-
-	t->in_hook = 1;
-	hp_count_save(t, &snap);
-	if (hp_freeset_remove(&hp_fs_malloc, (uint64_t)(uintptr_t)p))
-		hp_write_free(p, HEAPPROFD_HEAP_MALLOC, hp_next_seq());
-	hp_count_restore(t, &snap);
-	t->in_hook = guard;
+		return slow_alloc(kind, n, align);
+	p = real_alloc(kind, n, align);
+	if (likely(p)) {
+		t->alloc_calls++;
+		t->alloc_bytes8 += bytes8_of(p);
+	}
+	return p;
 }
 
 /*
@@ -418,7 +550,84 @@ __attribute__((noinline, cold)) static void first_free(struct hp_thread *t)
 	t->in_hook = 0;
 }
 
-/* Everything a free does besides handing the block back. */
+/*
+ * Take u out of the sets of marked blocks (mark.h): 2 if the daemon knows
+ * it, 1 if it is a quiet one, 0 if the mark was a chance match on a plain
+ * block.
+ */
+static int unmark(void *u)
+{
+	uint64_t key = (uint64_t)(uintptr_t)u;
+
+	if (hp_freeset_remove(&hp_fs_malloc, key))
+		return 2;
+	return hp_freeset_remove(&hp_fs_quiet, key);
+}
+
+/* Put it back (a realloc failed). */
+static void remark(void *u, int was)
+{
+	hp_freeset_insert(was == 2 ? &hp_fs_malloc : &hp_fs_quiet, (uint64_t)(uintptr_t)u);
+}
+
+/* Is u a marked block alive? (Lock-free; for malloc_usable_size.) */
+static int is_marked(void *u)
+{
+	uint64_t key = (uint64_t)(uintptr_t)u;
+
+	return hp_mark_matches(u) && (hp_freeset_lookup(&hp_fs_malloc, key) ||
+				      hp_freeset_lookup(&hp_fs_quiet, key));
+}
+
+/*
+ * A free whose block carries the mark: confirmed in the sets, recorded if
+ * the daemon knows it, counted, and handed back to glibc at the address
+ * glibc gave out.
+ */
+__attribute__((noinline, cold)) static void free_marked(void *u)
+{
+	struct hp_thread *t = &hp_self;
+	int guard = t->in_hook, was;
+	struct hp_count_snap snap;
+	void *base = u;
+	size_t b8;
+
+	if (unlikely(!t->registered))
+		first_free(t);
+	t->in_hook = 1;
+	hp_count_save(t, &snap);
+	was = unmark(u);
+	if (was == 2 && *hp_gate)
+		hp_write_free(u, HEAPPROFD_HEAP_MALLOC, hp_next_seq());
+	hp_count_restore(t, &snap);
+	t->in_hook = guard;
+	if (was) {
+		b8 = marked_bytes8(u);
+		base = hp_mark_base(u);
+	} else {
+		b8 = glibc_bytes8(u);
+	}
+	t->free_calls++;
+	t->free_bytes8 += b8;
+	r_free(base);
+}
+
+/* Without marking: the filter said this free may be of a sampled block. */
+__attribute__((noinline, cold)) static void slow_free(void *p)
+{
+	struct hp_thread *t = &hp_self;
+	int guard = t->in_hook;
+	struct hp_count_snap snap;
+
+	t->in_hook = 1;
+	hp_count_save(t, &snap);
+	if (hp_freeset_remove(&hp_fs_malloc, (uint64_t)(uintptr_t)p))
+		hp_write_free(p, HEAPPROFD_HEAP_MALLOC, hp_next_seq());
+	hp_count_restore(t, &snap);
+	t->in_hook = guard;
+}
+
+/* Everything a free does besides handing the block back, without marking. */
 static inline void account_free(void *p)
 {
 	struct hp_thread *t = &hp_self;
@@ -432,68 +641,143 @@ static inline void account_free(void *p)
 }
 
 /*
- * realloc of a block while profiling: a free of the old block, then an
- * allocation, but only once the real realloc succeeded, so a failed
- * realloc leaves the old block tracked as it was. The FREE record's seq is
- * taken before the real realloc can give the old address back to the
- * allocator: a sample of that address by another thread afterwards has a
- * larger seq, whatever the order of the records in the ring. Until our
- * remove, that sample's insert may put the address into the free set a
- * second time (the set counts each insert; freeset.h).
+ * The new block of a realloc that cannot stay what the old one was (a
+ * plain block becoming marked, or a marked one with an alignment offset):
+ * a new block, the contents, the old block back to glibc. n > 0.
  */
-static void *realloc_tracked(void *old, size_t n)
+static void *realloc_move(void *old, int old_marked, size_t n, int mark_new)
 {
-	struct hp_thread *t = &hp_self;
-	size_t old_bytes8 = bytes8_of(old);
-	uint64_t seq = 0;
+	void *base = old_marked ? hp_mark_base(old) : old;
+	size_t have;
 	void *p;
 
-	if (unlikely(hp_freeset_maybe(&hp_fs_malloc, (uint64_t)(uintptr_t)old)))
+	p = mark_new ? marked_alloc(K_MALLOC, n, 0) : r_malloc(n);
+	if (!p)
+		return NULL;
+	have = old_marked ? marked_bytes8(old) - 8 : hp_real_usable(old);
+	memcpy(p, old, have < n ? have : n);
+	r_free(base);
+	return p;
+}
+
+/* glibc's realloc, for blocks that are marked or are to be. */
+static void *realloc_block(void *old, int old_marked, size_t n, int mark_new)
+{
+	void *base;
+
+	if (!old_marked && !mark_new)
+		return r_realloc(old, n);
+	if (!n) {
+		/* glibc's realloc(p, 0): a free, and NULL. */
+		r_free(old_marked ? hp_mark_base(old) : old);
+		return NULL;
+	}
+	if (old_marked && mark_new && hp_mark_off(old) == HP_MARK_OFF) {
+		/* Marked to marked: the offset moves with the contents. */
+		if (n > SIZE_MAX - HP_MARK_OFF) {
+			errno = ENOMEM;
+			return NULL;
+		}
+		base = r_realloc(hp_mark_base(old), n + HP_MARK_OFF);
+		return base ? hp_mark_put(base, HP_MARK_OFF) : NULL;
+	}
+	return realloc_move(old, old_marked, n, mark_new);
+}
+
+/*
+ * realloc of a block while profiling, the rare cases: the old block is
+ * marked (or, without marking, may be sampled), or the new one may be
+ * sampled (expired: the countdown ran out, n already taken from it). A
+ * free of the old block, then an allocation, but only once the real
+ * realloc succeeded, so that a failed realloc leaves the old block tracked
+ * as it was. The FREE record's seq is taken before the real realloc can
+ * give the old address back to the allocator: a sample of that address by
+ * another thread afterwards has a larger seq, whatever the order of the
+ * records in the ring. A marked old block leaves its set before that (and
+ * comes back if the realloc fails), so that the address, once glibc may
+ * hand it out again, is never taken for marked; without marking, another
+ * thread's sample may put the address into the set a second time until
+ * our remove (the set counts each insert; freeset.h).
+ */
+__attribute__((noinline, cold)) static void *realloc_slow(void *old, size_t n, int expired)
+{
+	struct hp_thread *t = &hp_self;
+	uint64_t key = (uint64_t)(uintptr_t)old, seq = 0;
+	int guard = t->in_hook, was = 0, exact = 0, mark_new;
+	struct hp_count_snap snap;
+	size_t old_bytes8;
+	uint32_t count = 0;
+	void *p;
+
+	t->in_hook = 1;
+	hp_count_save(t, &snap);
+	if (hp_mark_key) {
+		if (hp_mark_matches(old))
+			was = unmark(old);
+		if (was == 2 && *hp_gate)
+			seq = hp_next_seq();
+	} else if (hp_freeset_maybe(&hp_fs_malloc, key)) {
 		seq = hp_next_seq();
+	}
+	old_bytes8 = block_bytes8(old, was);
+	if (expired && !guard && !t->resolving)
+		count = decide(t, n, &exact);
+	/* A marked block stays marked (a quiet one if this size is not
+	 * sampled): glibc's realloc then resizes it in place or by mremap, where
+	 * making it plain would copy it. */
+	mark_new = hp_mark_key && (count || (was && hp_mark_off(old) == HP_MARK_OFF));
+	p = realloc_block(old, was, n, mark_new);
+	if (!p && n) {
+		if (was)
+			remark(old, was);	/* still alive, still marked */
+		hp_count_restore(t, &snap);
+		t->in_hook = guard;
+		return NULL;
+	}
+	if (seq && (was || hp_freeset_remove(&hp_fs_malloc, key)))
+		hp_write_free(old, HEAPPROFD_HEAP_MALLOC, seq);
+	if (p && count)
+		record(p, n, count, exact, mark_new);
+	else if (p && mark_new)
+		hp_freeset_insert(&hp_fs_quiet, (uint64_t)(uintptr_t)p);
+	hp_count_restore(t, &snap);
+	t->in_hook = guard;
+	t->free_calls++;
+	t->free_bytes8 += old_bytes8;
+	if (p) {
+		t->alloc_calls++;
+		t->alloc_bytes8 += block_bytes8(p, mark_new);
+	}
+	return p;
+}
+
+/* realloc of a block with the gate open: the common case inline. */
+static inline void *realloc_tracked(void *old, size_t n)
+{
+	struct hp_thread *t = &hp_self;
+	size_t old_bytes8;
+	void *p;
+
+	int expired = (t->smp.countdown -= (int64_t)n) <= 0;
+
+	if (unlikely(expired) || (hp_mark_key ? hp_mark_matches(old) :
+				  hp_freeset_maybe(&hp_fs_malloc, (uint64_t)(uintptr_t)old)))
+		return realloc_slow(old, n, expired);
+	old_bytes8 = bytes8_of(old);
 	p = r_realloc(old, n);
 	/* glibc frees the block and returns NULL for size 0. */
 	if (!p && n)
 		return NULL;
 	t->free_calls++;
 	t->free_bytes8 += old_bytes8;
-	if (unlikely(seq)) {
-		int guard = t->in_hook;
-
-		t->in_hook = 1;
-		if (hp_freeset_remove(&hp_fs_malloc, (uint64_t)(uintptr_t)old))
-			hp_write_free(old, HEAPPROFD_HEAP_MALLOC, seq);
-		t->in_hook = guard;
+	if (p) {
+		t->alloc_calls++;
+		t->alloc_bytes8 += bytes8_of(p);
 	}
-	if (p)
-		account_alloc(p, n);
 	return p;
 }
 
 /* ---- malloc and free: the variants ------------------------------------- */
-
-/*
- * Sampling with glibc's allocator. The countdown is taken before the real
- * call, so the common path keeps nothing across it but the return value.
- * Bytes of an allocation that then fails were consumed from the countdown
- * without a chance of being sampled: the Poisson process over the bytes of
- * the allocations that succeed is unchanged by that (disjoint stretches are
- * independent), so no estimate is biased. A failure on the slow path gives
- * its bytes back.
- */
-__attribute__((noinline, cold)) static void *malloc_fast_slow(size_t n)
-{
-	struct hp_thread *t = &hp_self;
-	void *p = r_malloc(n);
-
-	if (unlikely(!p)) {
-		t->smp.countdown += (int64_t)n;
-		return NULL;
-	}
-	t->alloc_calls++;
-	t->alloc_bytes8 += glibc_bytes8(p);
-	slow_alloc(t, p, n);
-	return p;
-}
 
 /*
  * countdown -= n; is it now <= 0? As one read-modify-write instruction and
@@ -515,12 +799,17 @@ expired:
 	return 1;
 }
 
+/*
+ * Sampling with glibc's allocator. The countdown is taken before the real
+ * call, so the common path keeps nothing across it but the return value,
+ * and a sampled block can be marked (slow_alloc).
+ */
 static inline __attribute__((always_inline)) void *malloc_fast(size_t n)
 {
 	void *p;
 
 	if (unlikely(countdown_expired(n)))
-		return malloc_fast_slow(n);
+		return slow_alloc(K_MALLOC, n, 0);
 	p = r_malloc(n);
 	if (likely(p)) {
 		hp_self.alloc_calls++;
@@ -529,31 +818,27 @@ static inline __attribute__((always_inline)) void *malloc_fast(size_t n)
 	return p;
 }
 
-/* free_fast's rare part: the thread's first free, or the filter says this
- * block may be a sampled one. */
+/* free_fast's rare part: the thread's first free. */
 __attribute__((noinline, cold)) static void free_fast_rare(void *p)
 {
-	if (!hp_self.registered)
-		first_free(&hp_self);
-	if (hp_freeset_filter(&hp_fs_malloc, (uint64_t)(uintptr_t)p))
-		slow_free(p);
+	first_free(&hp_self);
 	r_free(p);
 }
 
 /*
- * Sampling with glibc's allocator and no bootstrap block in existence.
- * While sampling, some sampled block is nearly always alive, so the filter
- * byte is looked at here rather than behind a call: a hash and one load,
- * and the call only for the few blocks it does not rule out.
+ * Glibc's allocator (marking on) and no bootstrap block in existence:
+ * while sampling, and after sampling while marked blocks may be alive.
+ * The mark is looked for in the 16 bytes the chunk header is read from
+ * (mark.h), and a call is made only for the blocks that carry it.
  */
 static inline __attribute__((always_inline)) void free_fast(void *p)
 {
 	if (likely(p)) {
+		if (unlikely(hp_mark_matches(p)))
+			return free_marked(p);
 		hp_self.free_calls++;
 		hp_self.free_bytes8 += glibc_bytes8(p);
 		if (unlikely(!hp_self.registered))
-			return free_fast_rare(p);
-		if (unlikely(hp_freeset_filter_quick(&hp_fs_malloc, (uint64_t)(uintptr_t)p)))
 			return free_fast_rare(p);
 	}
 	r_free(p);
@@ -562,15 +847,13 @@ static inline __attribute__((always_inline)) void free_fast(void *p)
 /* The paths with the gate open in the gate-checking variants. */
 __attribute__((noinline)) static void *malloc_profiled(size_t n)
 {
-	void *p = r_malloc(n);
-
-	if (likely(p))
-		account_alloc(p, n);
-	return p;
+	return alloc_counted(K_MALLOC, n, 0);
 }
 
 __attribute__((noinline)) static void free_profiled(void *p)
 {
+	if (p && hp_mark_key && hp_mark_matches(p))
+		return free_marked(p);
 	if (p)
 		account_free(p);
 	r_free(p);
@@ -627,6 +910,10 @@ static inline void free_gated(void *p)
 {
 	if (unlikely(*__atomic_load_n(&hp_gate, __ATOMIC_RELAXED)))
 		return free_gate_open(p);
+	/* Marked blocks outlive the sampling that made them. */
+	if (unlikely(__atomic_load_n(&hp_marks_made, __ATOMIC_RELAXED)) && p &&
+	    hp_mark_matches(p))
+		return free_marked(p);
 	free_plain(p);
 }
 
@@ -680,8 +967,9 @@ void hp_dispatch_update(void)
 	boot = __atomic_load_n(&boot_used, __ATOMIC_SEQ_CST) != 0;
 	m = open && glibc_heap ? HP_M_FAST : HP_M_GATED;
 	/* Closed, with glibc's allocator: free need not read the gate (see
-	 * free_plain). */
-	f = boot ? HP_M_GATED_BOOT : !glibc_heap ? HP_M_GATED : open ? HP_M_FAST : HP_M_PLAIN;
+	 * free_plain), unless marked blocks may be alive. */
+	f = boot ? HP_M_GATED_BOOT : !glibc_heap ? HP_M_GATED :
+	    open || __atomic_load_n(&hp_marks_made, __ATOMIC_SEQ_CST) ? HP_M_FAST : HP_M_PLAIN;
 	if (open) {
 		__atomic_store_n(&free_mode, f, __ATOMIC_RELEASE);
 		__atomic_store_n(&malloc_mode, m, __ATOMIC_RELEASE);
@@ -783,26 +1071,25 @@ __attribute__((noinline, cold)) static void *realloc_first(void *old, size_t n)
 	return realloc(old, n);
 }
 
-/* The gate open: the real call, then the accounting. */
-__attribute__((noinline)) static void *calloc_profiled(size_t nmemb, size_t size, size_t n)
+/* The gate open. */
+__attribute__((noinline)) static void *calloc_profiled(size_t n)
 {
-	void *p = r_calloc(nmemb, size);
-
-	if (likely(p))
-		account_alloc(p, n);
-	return p;
+	return alloc_counted(K_CALLOC, n, 0);
 }
 
 __attribute__((noinline)) static void *realloc_profiled(void *old, size_t n)
 {
-	void *p;
-
 	if (old)
 		return realloc_tracked(old, n);
-	p = r_realloc(old, n);
-	if (p)
-		account_alloc(p, n);
-	return p;
+	return alloc_counted(K_MALLOC, n, 0);	/* realloc(NULL, n) */
+}
+
+/* The gate closed, but marked blocks may be alive. */
+__attribute__((noinline)) static void *realloc_unprofiled(void *old, size_t n)
+{
+	if (old && hp_mark_matches(old))
+		return realloc_slow(old, n, 0);
+	return r_realloc(old, n);
 }
 
 HP_EXPORT void *calloc(size_t nmemb, size_t size)
@@ -817,7 +1104,7 @@ HP_EXPORT void *calloc(size_t nmemb, size_t size)
 		return calloc_first(nmemb, size);
 	if (likely(!*hp_gate))
 		return r_calloc(nmemb, size);
-	return calloc_profiled(nmemb, size, n);
+	return calloc_profiled(n);
 }
 
 HP_EXPORT void *realloc(void *old, size_t n)
@@ -826,8 +1113,11 @@ HP_EXPORT void *realloc(void *old, size_t n)
 		return realloc_boot(old, n);
 	if (unlikely(!r_realloc))
 		return realloc_first(old, n);
-	if (likely(!*hp_gate))
+	if (likely(!*hp_gate)) {
+		if (unlikely(__atomic_load_n(&hp_marks_made, __ATOMIC_RELAXED)))
+			return realloc_unprofiled(old, n);
 		return r_realloc(old, n);
+	}
 	return realloc_profiled(old, n);
 }
 
@@ -844,24 +1134,19 @@ HP_EXPORT void *reallocarray(void *old, size_t nmemb, size_t size)
 
 HP_EXPORT void *memalign(size_t align, size_t n)
 {
-	void *p;
-
 	if (unlikely(!r_memalign)) {
 		resolve();
 		if (!r_memalign)
 			return boot_alloc(align, n);
 	}
-	p = r_memalign(align, n);
-	if (likely(!*hp_gate) || unlikely(!p))
-		return p;
-	account_alloc(p, n);
-	return p;
+	if (likely(!*hp_gate))
+		return r_memalign(align, n);
+	return alloc_counted(K_MEMALIGN, n, align);
 }
 
 HP_EXPORT int posix_memalign(void **out, size_t align, size_t n)
 {
 	void *p;
-	int ret;
 
 	if (!align || (align & (align - 1)) || align % sizeof(void *))
 		return EINVAL;
@@ -875,29 +1160,26 @@ HP_EXPORT int posix_memalign(void **out, size_t align, size_t n)
 			return 0;
 		}
 	}
-	ret = r_posix_memalign(&p, align, n);
-	if (ret)
-		return ret;
+	if (likely(!*hp_gate))
+		return r_posix_memalign(out, align, n);
+	/* The alignment is valid: the real function can only lack memory. */
+	p = alloc_counted(K_POSIX_MEMALIGN, n, align);
+	if (!p)
+		return ENOMEM;
 	*out = p;
-	if (unlikely(*hp_gate))
-		account_alloc(p, n);
 	return 0;
 }
 
 HP_EXPORT void *aligned_alloc(size_t align, size_t n)
 {
-	void *p;
-
 	if (unlikely(!r_aligned_alloc)) {
 		resolve();
 		if (!r_aligned_alloc)
 			return boot_alloc(align, n);
 	}
-	p = r_aligned_alloc(align, n);
-	if (likely(!*hp_gate) || unlikely(!p))
-		return p;
-	account_alloc(p, n);
-	return p;
+	if (likely(!*hp_gate))
+		return r_aligned_alloc(align, n);
+	return alloc_counted(K_ALIGNED_ALLOC, n, align);
 }
 
 static size_t page_size(void)
@@ -911,24 +1193,19 @@ static size_t page_size(void)
 
 HP_EXPORT void *valloc(size_t n)
 {
-	void *p;
-
 	if (unlikely(!r_valloc)) {
 		resolve();
 		if (!r_valloc)
 			return boot_alloc(4096, n);
 	}
-	p = r_valloc(n);
-	if (likely(!*hp_gate) || unlikely(!p))
-		return p;
-	account_alloc(p, n);
-	return p;
+	if (likely(!*hp_gate))
+		return r_valloc(n);
+	return alloc_counted(K_VALLOC, n, page_size());
 }
 
 HP_EXPORT void *pvalloc(size_t n)
 {
 	size_t ps = page_size(), rounded;
-	void *p;
 
 	if (n > SIZE_MAX - ps) {
 		errno = ENOMEM;
@@ -940,11 +1217,10 @@ HP_EXPORT void *pvalloc(size_t n)
 		if (!r_pvalloc)
 			return boot_alloc(4096, rounded);
 	}
-	p = r_pvalloc(n);
-	if (likely(!*hp_gate) || unlikely(!p))
-		return p;
-	account_alloc(p, rounded);
-	return p;
+	if (likely(!*hp_gate))
+		return r_pvalloc(n);
+	/* What pvalloc hands out: whole pages (the same call to glibc). */
+	return alloc_counted(K_PVALLOC, rounded, ps);
 }
 
 HP_EXPORT size_t malloc_usable_size(void *p)
@@ -958,6 +1234,8 @@ HP_EXPORT size_t malloc_usable_size(void *p)
 		if (!hp_real_usable)
 			return 0;
 	}
+	if (unlikely(__atomic_load_n(&hp_marks_made, __ATOMIC_RELAXED)) && is_marked(p))
+		return marked_bytes8(p) - 8;
 	return hp_real_usable(p);
 }
 

@@ -454,6 +454,157 @@ static int mode_execcount(const char *self, int n)
 	return 1;
 }
 
+/*
+ * Marked blocks (libclient/mark.h), under the dormant client with the
+ * gate opened, closed and opened again (reattach_session). Every block
+ * sampled is marked (interval 1): realloc of plain and marked blocks
+ * keeps the contents, the aligned family keeps its alignment with the
+ * mark's offset in front, and a plain block that carries a forged mark is
+ * freed, resized and measured as the plain block it is. Marked blocks
+ * are freed and resized after the gate closed. Any mismatch exits with
+ * its own code; glibc aborts on a wrong pointer.
+ */
+static void fill(void *p, size_t n, int seed)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		((unsigned char *)p)[i] = (unsigned char)(i * 7 + seed);
+}
+
+static int same(const void *p, size_t n, int seed)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (((const unsigned char *)p)[i] != (unsigned char)(i * 7 + seed))
+			return 0;
+	return 1;
+}
+
+/* The words around p as memory, not as a block the compiler knows: the
+ * mark lies below the block, outside what malloc returned. */
+static uint64_t *words(void *p)
+{
+	uint64_t *w = p;
+
+	__asm__("" : "+r"(w));
+	return w;
+}
+
+/* Two plain blocks next to each other, b right after a (40 bytes usable:
+ * a's last word is the word below b's chunk header, b[-2]). */
+static int plain_pair(void **a, void **b)
+{
+	int i;
+
+	for (i = 0; i < 1000; i++) {
+		*a = malloc(40);
+		*b = malloc(40);
+		if ((char *)*b - (char *)*a == 48 && malloc_usable_size(*a) == 40)
+			return 0;
+		keep[99000 + i % 1000] = *a;	/* not adjacent: leave them */
+	}
+	return 1;
+}
+
+static int mode_marks(void)
+{
+	void *pa[3], *pb[3], *p, *q, *m, *al;
+	uint64_t key;
+	char c;
+	int i;
+
+	for (i = 0; i < 3; i++)
+		if (plain_pair(&pa[i], &pb[i]))
+			return 20;
+	p = malloc(100);
+	fill(p, 100, 1);
+	printf("ready\n");
+	fflush(stdout);
+	if (read(0, &c, 1) != 1)	/* enabled, interval 1 */
+		return 1;
+	/* plain -> marked */
+	p = realloc(p, 3000);
+	if (!p || !same(p, 100, 1) || malloc_usable_size(p) < 3000)
+		return 21;
+	/* marked -> marked, in place or moved with its offset */
+	m = malloc(700);
+	fill(m, 700, 2);
+	m = realloc(m, 5000);
+	if (!m || !same(m, 700, 2) || malloc_usable_size(m) < 5000)
+		return 22;
+	/* marked with an alignment offset -> marked */
+	al = memalign(4096, 6000);
+	if (!al || (uintptr_t)al % 4096 || malloc_usable_size(al) < 6000)
+		return 23;
+	fill(al, 6000, 3);
+	al = realloc(al, 7000);
+	if (!al || !same(al, 6000, 3))
+		return 24;
+	if (posix_memalign(&q, 64, 1500) || (uintptr_t)q % 64 || malloc_usable_size(q) < 1500)
+		return 25;
+	free(q);
+	q = aligned_alloc(256, 2560);
+	if (!q || (uintptr_t)q % 256 || malloc_usable_size(q) < 2560)
+		return 26;
+	free(q);
+	q = valloc(1234);
+	if (!q || (uintptr_t)q % 4096 || malloc_usable_size(q) < 1234)
+		return 27;
+	free(q);
+	q = pvalloc(10);
+	if (!q || (uintptr_t)q % 4096 || malloc_usable_size(q) < 4096)
+		return 28;
+	free(q);
+	q = calloc(3, 333);
+	for (i = 0; q && i < 999; i++)
+		if (((char *)q)[i])
+			return 29;
+	free(q);
+	/* The key, as the mark of a block known to be marked shows it. */
+	key = words(m)[-2] ^ (uint64_t)(uintptr_t)m;
+	for (i = 0; i < 3; i++) {
+		((uint64_t *)pa[i])[4] = key ^ (uint64_t)(uintptr_t)pb[i];
+		if (words(pb[i])[-2] != ((uint64_t *)pa[i])[4])
+			return 30;
+	}
+	fill(pb[1], 40, 4);
+	if (malloc_usable_size(pb[0]) != 40)
+		return 31;
+	free(pb[0]);			/* forged mark: a plain free */
+	pb[1] = realloc(pb[1], 50000);	/* forged mark: a plain realloc */
+	if (!pb[1] || !same(pb[1], 40, 4))
+		return 32;
+	free(pb[1]);
+	if (read(0, &c, 1) != 1)	/* disabled */
+		return 1;
+	/* marked blocks resized (they stay marked, as quiet ones) and freed
+	 * with the gate closed (which this malloc's slow path notices) */
+	q = malloc(4442);
+	touch(q, 1);
+	free(q);
+	fill(m, 5000, 5);
+	m = realloc(m, 300000);
+	if (!m || !same(m, 5000, 5) || malloc_usable_size(m) < 300000)
+		return 33;
+	if (malloc_usable_size(p) < 3000 || malloc_usable_size(pb[2]) != 40)
+		return 34;
+	free(p);
+	free(al);
+	free(m);
+	free(pb[2]);			/* forged mark, gate closed */
+	if (read(0, &c, 1) != 1)	/* enabled again */
+		return 1;
+	for (i = 0; i < 3; i++)
+		free(pa[i]);
+	p = malloc(4443);
+	touch(p, 4443);
+	free(p);
+	malloc_trim(0);
+	return 0;
+}
+
 static int mode_threads(int n)
 {
 	pthread_t th[4];
@@ -493,6 +644,8 @@ int main(int argc, char **argv)
 		return mode_reattach_calloc();
 	if (!strcmp(m, "reallocfail"))
 		return mode_reallocfail();
+	if (!strcmp(m, "marks"))
+		return mode_marks();
 	if (!strcmp(m, "heap"))
 		return mode_heap();
 	if (!strcmp(m, "countmix"))

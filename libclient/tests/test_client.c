@@ -866,6 +866,42 @@ static size_t frees_of(const struct md_session *s, const struct md_rec *a, uint6
 	return n;
 }
 
+/*
+ * Marked blocks (mark.h): sampled blocks carry a mark and an offset in
+ * front of the program's address; resizing between plain and marked
+ * blocks, the aligned family, frees after the gate closed, and plain
+ * blocks with a forged mark all work (hp_target's mode_marks checks the
+ * contents, alignments and usable sizes and exits with a code per
+ * mismatch). Each sampled block freed while the gate was open has its
+ * FREE; none is written while it is closed.
+ */
+static void t_marks(void)
+{
+	char *argv[] = { target, "marks", NULL };
+	static const uint64_t sizes[] = { 3000, 5000, 7000, 1500, 2560, 1234, 4096, 999, 4443 };
+	size_t i, nalloc = 0, nfreed = 0;
+	struct run r;
+	int rc;
+
+	daemon_up();
+	rc = run_prog(argv, ENV("HEAPPROFD_DORMANT=1"), 1, &r, reattach_session, NULL);
+	daemon_down();
+	for (i = 0; D.nsess == 1 && i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		const struct md_rec *a = find_alloc(&D.s[0], sizes[i]);
+		uint64_t seq;
+
+		nalloc += a != NULL;
+		/* 3000, 5000 and 7000 are freed (or moved) with the gate
+		 * closed: no FREE. */
+		if (a && frees_of(&D.s[0], a, &seq) == (i >= 3))
+			nfreed++;
+	}
+	tap_ok(rc == 0 && D.nsess == 1 && nalloc == 9 && nfreed == 9 && !check_frees(&D.s[0]),
+	       "client: marked blocks: realloc plain<->marked, aligned family, forged marks, frees after the gate closed (rc %d, %zu/9 recorded, %zu/9 with the right FREEs)",
+	       rc, nalloc, nfreed);
+	md_free(&D);
+}
+
 static void t_realloc_fail(void)
 {
 	char *argv[] = { target, "reallocfail", NULL };
@@ -1210,7 +1246,7 @@ int main(int argc, char **argv)
 			{ "exec", t_exec }, { "exec_family", t_exec_family }, { "dormant", t_dormant },
 			{ "reattach_calloc", t_reattach_calloc },
 			{ "heap", t_heap }, { "bad_env", t_bad_env }, { "other_abi", t_other_abi },
-			{ "realloc_fail", t_realloc_fail },
+			{ "realloc_fail", t_realloc_fail }, { "marks", t_marks },
 			{ "system_preload", t_system_preload },
 			{ "name", t_name }, { "ring_full", t_ring_full },
 			{ "bootstrap", t_bootstrap },
