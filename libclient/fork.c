@@ -14,7 +14,7 @@
 
 int hp_child_pending;
 static const uint32_t hp_one = 1;
-extern struct hp_freeset hp_fs_malloc, hp_fs_quiet;
+extern struct hp_freeset hp_fs_malloc;
 void hp_heaps_fork_child(void);
 void hp_heaps_lock(int lock);
 void hp_counters_lock(int lock);
@@ -25,14 +25,12 @@ static void prepare(void)
 	hp_heaps_lock(1);
 	pthread_mutex_lock(&hp_lock);
 	pthread_mutex_lock(&hp_fs_malloc.lock);
-	pthread_mutex_lock(&hp_fs_quiet.lock);
 	hp_counters_lock(1);
 }
 
 static void parent(void)
 {
 	hp_counters_lock(0);
-	pthread_mutex_unlock(&hp_fs_quiet.lock);
 	pthread_mutex_unlock(&hp_fs_malloc.lock);
 	pthread_mutex_unlock(&hp_lock);
 	hp_heaps_lock(0);
@@ -47,9 +45,8 @@ static void child(void)
 	hp_session_forget_child();	/* also re-inits hp_lock */
 	/* The parent's sampled blocks are not the child's daemon's business,
 	 * but marked ones must still be recognised (mark.h). */
-	pthread_mutex_init(&hp_fs_quiet.lock, NULL);
 	if (hp_mark_key)
-		hp_freeset_move(&hp_fs_quiet, &hp_fs_malloc);
+		hp_freeset_fork_quiet(&hp_fs_malloc);
 	else
 		hp_freeset_reset(&hp_fs_malloc);
 	hp_heaps_fork_child();

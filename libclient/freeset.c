@@ -157,7 +157,7 @@ static void grow_filter(struct hp_freeset *fs)
 	publish_filter(fs);
 }
 
-int hp_freeset_lookup(struct hp_freeset *fs, uint64_t key)
+static int lookup_masked(struct hp_freeset *fs, uint64_t mask, uint64_t key)
 {
 	const struct hp_fs_table *t;
 	uint32_t e;
@@ -173,9 +173,19 @@ int hp_freeset_lookup(struct hp_freeset *fs, uint64_t key)
 		__atomic_fetch_sub(&fs->readers[e & 1], 1, __ATOMIC_RELEASE);
 	}
 	t = __atomic_load_n(&fs->table, __ATOMIC_SEQ_CST);
-	r = t && hp_fs_table_has(t, key);
+	r = t && hp_fs_table_has_masked(t, mask, key);
 	__atomic_fetch_sub(&fs->readers[e & 1], 1, __ATOMIC_RELEASE);
 	return r;
+}
+
+int hp_freeset_lookup(struct hp_freeset *fs, uint64_t key)
+{
+	return lookup_masked(fs, ~0ULL, key);
+}
+
+int hp_freeset_lookup_marked(struct hp_freeset *fs, uint64_t key)
+{
+	return lookup_masked(fs, ~HP_FS_QUIET, key);
 }
 
 /* Wait until no lookup can still be in a table unpublished before this
@@ -194,7 +204,7 @@ static int grow(struct hp_freeset *fs)
 	struct hp_fs_table *old = fs->table, *t;
 	uint64_t n = HP_FS_MIN_SLOTS, i;
 
-	while (old && n < 4 * (old->live + 1))
+	while (old && n < 4 * (old->live + fs->reserved + 1))
 		n <<= 1;
 	t = fs->spare;
 	if (t && t->mask + 1 == n) {
@@ -227,15 +237,24 @@ static int grow(struct hp_freeset *fs)
 	return 0;
 }
 
-int hp_freeset_insert(struct hp_freeset *fs, uint64_t key)
+/* Would one more entry (besides those reserved) load the table past half?
+ * (lock held) */
+static int full(const struct hp_freeset *fs)
+{
+	return !fs->table || 2 * (fs->table->used + fs->reserved + 1) > fs->table->mask + 1;
+}
+
+/* Put key in, on a reservation (which left room for it) or not. */
+static int insert_entry(struct hp_freeset *fs, uint64_t key, int reserved)
 {
 	int ret = 0;
 
 	if (key <= HP_FS_TOMB)
 		return -1;
 	pthread_mutex_lock(&fs->lock);
-	if ((!fs->table || 2 * (fs->table->used + 1) > fs->table->mask + 1) &&
-	    grow(fs)) {
+	if (reserved)
+		fs->reserved--;
+	else if (full(fs) && grow(fs)) {
 		ret = -1;
 		goto out;
 	}
@@ -254,6 +273,36 @@ int hp_freeset_insert(struct hp_freeset *fs, uint64_t key)
 out:
 	pthread_mutex_unlock(&fs->lock);
 	return ret;
+}
+
+int hp_freeset_insert(struct hp_freeset *fs, uint64_t key)
+{
+	return insert_entry(fs, key, 0);
+}
+
+int hp_freeset_reserve(struct hp_freeset *fs)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&fs->lock);
+	if (full(fs) && grow(fs))
+		ret = -1;
+	else
+		fs->reserved++;
+	pthread_mutex_unlock(&fs->lock);
+	return ret;
+}
+
+void hp_freeset_unreserve(struct hp_freeset *fs)
+{
+	pthread_mutex_lock(&fs->lock);
+	fs->reserved--;
+	pthread_mutex_unlock(&fs->lock);
+}
+
+void hp_freeset_insert_reserved(struct hp_freeset *fs, uint64_t entry)
+{
+	insert_entry(fs, entry, 1);	/* cannot fail: the room is there */
 }
 
 /*
@@ -279,10 +328,29 @@ static void clear_slot(struct hp_fs_table *t, uint64_t i)
 	} while (t->slots[i] == HP_FS_TOMB);
 }
 
-int hp_freeset_remove(struct hp_freeset *fs, uint64_t key)
+/* The slot of the first entry v with (v & mask) == want, or -1 (lock
+ * held). The hash ignores the flag bits, so every such entry lies on
+ * want's probe chain. */
+static int64_t find(const struct hp_fs_table *t, uint64_t mask, uint64_t want)
+{
+	uint64_t i = hp_fs_hash(want) >> t->shift;
+
+	for (;;) {
+		uint64_t v = t->slots[i];
+
+		if (v > HP_FS_TOMB && (v & mask) == want)
+			return (int64_t)i;
+		if (v == HP_FS_EMPTY)
+			return -1;
+		i = (i + 1) & t->mask;
+	}
+}
+
+/* Take out the first entry v with (v & mask) == want; *was = v. */
+static int remove_match(struct hp_freeset *fs, uint64_t mask, uint64_t want, uint64_t *was)
 {
 	struct hp_fs_table *t;
-	uint64_t i;
+	int64_t at;
 	uint8_t *f;
 	int found = 0;
 
@@ -290,23 +358,16 @@ int hp_freeset_remove(struct hp_freeset *fs, uint64_t key)
 	t = fs->table;
 	if (!t)
 		goto out;
-	i = hp_fs_hash(key) >> t->shift;
-	for (;;) {
-		uint64_t v = t->slots[i];
-
-		if (v == key) {
-			clear_slot(t, i);
-			t->live--;
-			found = 1;
-			break;
-		}
-		if (v == HP_FS_EMPTY)
-			break;
-		i = (i + 1) & t->mask;
-	}
-	if (found) {
-		/* 255 is sticky: the count is no longer known. */
-		f = counter_at(fs, fs->farr, fs->fbits, key);
+	at = find(t, mask, want);
+	if (at >= 0) {
+		if (was)
+			*was = t->slots[at];
+		clear_slot(t, (uint64_t)at);
+		t->live--;
+		found = 1;
+		/* 255 is sticky: the count is no longer known. (The flag
+		 * bits do not change the counter: the hash ignores them.) */
+		f = counter_at(fs, fs->farr, fs->fbits, want);
 		/* Release: a lookup that reads a zero written here must also
 		 * read every filter word published before this remove (it may
 		 * hold a word two growths old, for which this array was
@@ -326,6 +387,64 @@ out:
 	return found;
 }
 
+int hp_freeset_remove(struct hp_freeset *fs, uint64_t key)
+{
+	return remove_match(fs, ~0ULL, key, NULL);
+}
+
+int hp_freeset_take(struct hp_freeset *fs, uint64_t key, uint64_t held, uint64_t *flags)
+{
+	uint64_t v = 0;
+	int found = remove_match(fs, ~HP_FS_QUIET, key | held, &v);
+
+	if (flags)
+		*flags = v & HP_FS_FLAGS;
+	return found;
+}
+
+/* Set (on) or clear the held flag of key's entry. */
+static int set_held(struct hp_freeset *fs, uint64_t key, int on, uint64_t *flags)
+{
+	int64_t at = -1;
+
+	pthread_mutex_lock(&fs->lock);
+	if (fs->table)
+		at = find(fs->table, ~HP_FS_QUIET, on ? key : key | HP_FS_HELD);
+	if (at >= 0) {
+		uint64_t v = fs->table->slots[at];
+
+		if (flags)
+			*flags = v & HP_FS_FLAGS;
+		__atomic_store_n(&fs->table->slots[at], on ? v | HP_FS_HELD : v & ~HP_FS_HELD,
+				 __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&fs->lock);
+	return at >= 0;
+}
+
+int hp_freeset_hold(struct hp_freeset *fs, uint64_t key, uint64_t *flags)
+{
+	return set_held(fs, key, 1, flags);
+}
+
+void hp_freeset_unhold(struct hp_freeset *fs, uint64_t key)
+{
+	set_held(fs, key, 0, NULL);
+}
+
+void hp_freeset_fork_quiet(struct hp_freeset *fs)
+{
+	struct hp_fs_table *t = fs->table;
+	uint64_t i;
+
+	pthread_mutex_init(&fs->lock, NULL);
+	fs->readers[0] = fs->readers[1] = 0;
+	fs->reserved = 0;
+	for (i = 0; t && i <= t->mask; i++)
+		if (t->slots[i] > HP_FS_TOMB)
+			t->slots[i] = (t->slots[i] | HP_FS_QUIET) & ~HP_FS_HELD;
+}
+
 uint64_t hp_freeset_live(struct hp_freeset *fs)
 {
 	uint64_t n;
@@ -334,25 +453,6 @@ uint64_t hp_freeset_live(struct hp_freeset *fs)
 	n = fs->table ? fs->table->live : 0;
 	pthread_mutex_unlock(&fs->lock);
 	return n;
-}
-
-/*
- * Move every entry of src into dst, and leave src empty: a fork child's
- * marked blocks that the parent's daemon knew of become quiet ones (their
- * frees must still be recognised, but the child's daemon never saw them).
- * For a process with one thread (a fork child): no lock is needed, and
- * readers cannot be in src.
- */
-void hp_freeset_move(struct hp_freeset *dst, struct hp_freeset *src)
-{
-	const struct hp_fs_table *t = src->table;
-	uint64_t i;
-
-	if (t)
-		for (i = 0; i <= t->mask; i++)
-			if (t->slots[i] > HP_FS_TOMB)
-				hp_freeset_insert(dst, t->slots[i]);
-	hp_freeset_reset(src);
 }
 
 void hp_freeset_reset(struct hp_freeset *fs)

@@ -36,10 +36,12 @@
  * An address is inserted after the allocator returned it and removed before
  * it is handed back to the allocator, so a reader that can see an address
  * (it got it from the program) sees the table it was inserted into. The one
- * exception is realloc (hooks.c), which removes the old address only after
- * the real realloc succeeded: another thread may then insert the same
- * address first. The set is a multiset for that reason: every insert adds
- * one entry and every remove takes one away.
+ * exception is realloc of a block that is not marked (hooks.c: another
+ * allocator than glibc's), which removes the old address only after the
+ * real realloc succeeded: another thread may then insert the same address
+ * first. The set is a multiset for that reason: every insert adds one entry
+ * and every remove takes one away. (A marked block's entry is held across
+ * its realloc instead; see below.)
  */
 #ifndef HP_FREESET_H
 #define HP_FREESET_H
@@ -79,6 +81,7 @@ struct hp_freeset {
 	 * system calls and page faults (the tombstones that frees leave in
 	 * the middle of probe chains still call for a rebuild now and then). */
 	struct hp_fs_table *spare;
+	uint64_t reserved;		/* room promised to coming inserts */
 	uint64_t bytes;			/* memory held by tables */
 	uint64_t tables_mapped;		/* mmaps of tables, ever */
 	uint64_t rebuilds;		/* tables built, ever */
@@ -111,14 +114,16 @@ static inline const uint8_t *hp_fs_counter(const struct hp_freeset *fs, uint64_t
 	return &fs->filter[(w >> 8) & 1][hp_fs_hash(key) >> (w & 63)];
 }
 
-static inline int hp_fs_table_has(const struct hp_fs_table *t, uint64_t key)
+/* Is there an entry v with (v & mask) == key? (Lock-free.) */
+static inline int hp_fs_table_has_masked(const struct hp_fs_table *t, uint64_t mask,
+					 uint64_t key)
 {
 	uint64_t i = hp_fs_hash(key) >> t->shift;
 
 	for (;;) {
 		uint64_t v = __atomic_load_n(&t->slots[i], __ATOMIC_RELAXED);
 
-		if (v == key)
+		if (v > HP_FS_TOMB && (v & mask) == key)
 			return 1;
 		if (v == HP_FS_EMPTY)
 			return 0;
@@ -179,7 +184,41 @@ int hp_freeset_insert(struct hp_freeset *fs, uint64_t key);
 int hp_freeset_remove(struct hp_freeset *fs, uint64_t key);
 /* Forget everything (fork child; single-threaded). */
 void hp_freeset_reset(struct hp_freeset *fs);
-void hp_freeset_move(struct hp_freeset *dst, struct hp_freeset *src);
+
+/*
+ * The set of marked blocks (hooks.c, mark.h) keeps two flags in an entry,
+ * in bits the hash ignores (it starts at bit 3; marked addresses are
+ * 16-aligned): HP_FS_QUIET, a block the daemon was not told of, whose free
+ * writes no record; HP_FS_HELD, a block whose realloc is under way, which
+ * no free or lookup of its address may take for marked (glibc may hand the
+ * address out again before the realloc returns) but which a fork child
+ * still owns.
+ *
+ * A marked block must never be missing from the set, so the room for its
+ * entry is reserved before the block is made: hp_freeset_reserve fails
+ * (no memory for a larger table) before anything is marked, and
+ * hp_freeset_insert_reserved cannot fail.
+ */
+#define HP_FS_HELD 2ULL
+#define HP_FS_QUIET 4ULL
+#define HP_FS_FLAGS (HP_FS_HELD | HP_FS_QUIET)
+
+int hp_freeset_reserve(struct hp_freeset *fs);	/* -1: no memory */
+void hp_freeset_unreserve(struct hp_freeset *fs);
+void hp_freeset_insert_reserved(struct hp_freeset *fs, uint64_t entry);
+/* Remove key's entry, held (held = HP_FS_HELD) or not (0), quiet or not;
+ * its flags in *flags. 0 if there is none. */
+int hp_freeset_take(struct hp_freeset *fs, uint64_t key, uint64_t held, uint64_t *flags);
+/* Hold key's entry (not held) for a realloc, or let it go again. */
+int hp_freeset_hold(struct hp_freeset *fs, uint64_t key, uint64_t *flags);
+void hp_freeset_unhold(struct hp_freeset *fs, uint64_t key);
+/* Lock-free: is key a marked block alive (an entry, quiet or not, not
+ * held)? */
+int hp_freeset_lookup_marked(struct hp_freeset *fs, uint64_t key);
+/* In a fork child (one thread): every entry quiet (the child's daemon
+ * never saw them), none held (the realloc was another thread's), the lock
+ * and the reader counts fresh. */
+void hp_freeset_fork_quiet(struct hp_freeset *fs);
 uint64_t hp_freeset_live(struct hp_freeset *fs);
 
 #endif /* HP_FREESET_H */

@@ -42,15 +42,18 @@
 
 __thread struct hp_thread hp_self HP_TLS;
 /*
- * Sampled blocks alive: those the daemon was told of (a free writes a FREE
- * record), and, with marking, the marked blocks it was not told of (the
- * ring was full, the heap is left out, or a fork child inherited them),
- * which only the free must recognise. Without marking (another
- * allocator), the free path asks hp_fs_malloc's filter instead (mark.h).
+ * The sampled blocks alive. With marking (glibc's allocator, mark.h): all
+ * marked blocks, those the daemon was not told of as quiet entries (the
+ * ring was full, the heap is left out, a fork child inherited them), whose
+ * free writes no record; the free path finds its candidates by their mark.
+ * Without marking (another allocator): the blocks the daemon knows, found
+ * by the free path through the set's filter.
  */
-struct hp_freeset hp_fs_malloc, hp_fs_quiet;
+struct hp_freeset hp_fs_malloc;
 uint64_t hp_mark_key;
 int hp_marks_made;
+/* A dispatch update ran after hp_marks_made was set (decide()). */
+static int marks_ready;
 
 static void *(*r_malloc)(size_t);
 static void (*r_free)(void *);
@@ -70,7 +73,7 @@ size_t (*hp_real_usable)(void *);
  * here than the three instructions of the test (bench/RESULTS.md). The
  * first calls (HP_M_FIRST) resolve the real functions.
  */
-enum { HP_M_FIRST, HP_M_GATED, HP_M_GATED_BOOT, HP_M_FAST, HP_M_PLAIN };
+enum { HP_M_FIRST, HP_M_GATED, HP_M_GATED_BOOT, HP_M_FAST, HP_M_PLAIN, HP_M_MARKS };
 static int malloc_mode = HP_M_FIRST, free_mode = HP_M_FIRST;
 
 /* ---- bootstrap arena ---------------------------------------------------- */
@@ -264,12 +267,15 @@ static inline __attribute__((always_inline)) void record(void *p, size_t n,
 			   exact, hp_self.regs))
 		goto quiet;
 	/* The daemon knows this address: its free is recorded. */
-	hp_freeset_insert(&hp_fs_malloc, key);
+	if (marked)
+		hp_freeset_insert_reserved(&hp_fs_malloc, key);
+	else
+		hp_freeset_insert(&hp_fs_malloc, key);
 	return;
 quiet:
 	/* Unknown to the daemon; a marked block must still be recognised. */
 	if (marked)
-		hp_freeset_insert(&hp_fs_quiet, key);
+		hp_freeset_insert_reserved(&hp_fs_malloc, key | HP_FS_QUIET);
 }
 
 /* Hold back what exceeds HP_SLOW_EVERY of the countdown (internal.h). */
@@ -339,14 +345,22 @@ static inline __attribute__((always_inline)) uint32_t decide(struct hp_thread *t
 		if (__atomic_load_n(&malloc_mode, __ATOMIC_RELAXED) == HP_M_FAST)
 			hp_dispatch_update();	/* the gate closed: stop counting */
 	} else if (count) {
+		int f;
+
 		/* calloc, realloc and the aligned family find the gate open
 		 * without switching the variants: free must look for what is
 		 * sampled from now on, before the block is handed out. */
-		if (hp_mark_key && !__atomic_load_n(&hp_marks_made, __ATOMIC_RELAXED)) {
+		if (hp_mark_key && !__atomic_load_n(&marks_ready, __ATOMIC_ACQUIRE)) {
+			/* An update that began before the flag was set may still
+			 * store a free that does not look for marks; ours, under
+			 * the same lock, comes after it. Only once one update
+			 * has run after the flag is every later one safe. */
 			__atomic_store_n(&hp_marks_made, 1, __ATOMIC_SEQ_CST);
 			hp_dispatch_update();
+			__atomic_store_n(&marks_ready, 1, __ATOMIC_RELEASE);
 		}
-		if (unlikely(__atomic_load_n(&free_mode, __ATOMIC_RELAXED) == HP_M_PLAIN))
+		f = __atomic_load_n(&free_mode, __ATOMIC_RELAXED);
+		if (unlikely(f == HP_M_PLAIN || f == HP_M_MARKS))
 			hp_dispatch_update();
 	}
 	return count;
@@ -425,7 +439,21 @@ __attribute__((noinline, cold)) static void *slow_alloc(int kind, size_t n, size
 	hp_count_save(t, &t->snap);
 	count = decide(t, n, &exact);
 	marked = count && hp_mark_key;
+	/*
+	 * A marked block must have its entry: with no memory for the set, no
+	 * sample (the only way a sample is lost without a count). Nor for an
+	 * alignment the mark's offset cannot carry (mark.h), or one that
+	 * aligned_alloc may refuse where memalign, which marks use, would not.
+	 */
+	if (marked && kind >= K_MEMALIGN &&
+	    (align > HP_MARK_ALIGN_MAX ||
+	     (kind == K_ALIGNED_ALLOC && (align & (align - 1)))))
+		marked = count = 0;
+	if (marked && hp_freeset_reserve(&hp_fs_malloc))
+		marked = count = 0;
 	p = marked ? marked_alloc(kind, n, align) : real_alloc(kind, n, align);
+	if (!p && marked)
+		hp_freeset_unreserve(&hp_fs_malloc);
 	if (p && count)
 		record(p, n, count, exact, marked);
 	hp_count_restore(t, &t->snap);
@@ -550,54 +578,34 @@ __attribute__((noinline, cold)) static void first_free(struct hp_thread *t)
 	t->in_hook = 0;
 }
 
-/*
- * Take u out of the sets of marked blocks (mark.h): 2 if the daemon knows
- * it, 1 if it is a quiet one, 0 if the mark was a chance match on a plain
- * block.
- */
-static int unmark(void *u)
-{
-	uint64_t key = (uint64_t)(uintptr_t)u;
-
-	if (hp_freeset_remove(&hp_fs_malloc, key))
-		return 2;
-	return hp_freeset_remove(&hp_fs_quiet, key);
-}
-
-/* Put it back (a realloc failed). */
-static void remark(void *u, int was)
-{
-	hp_freeset_insert(was == 2 ? &hp_fs_malloc : &hp_fs_quiet, (uint64_t)(uintptr_t)u);
-}
-
 /* Is u a marked block alive? (Lock-free; for malloc_usable_size.) */
 static int is_marked(void *u)
 {
-	uint64_t key = (uint64_t)(uintptr_t)u;
-
-	return hp_mark_matches(u) && (hp_freeset_lookup(&hp_fs_malloc, key) ||
-				      hp_freeset_lookup(&hp_fs_quiet, key));
+	return hp_mark_matches(u) &&
+	       hp_freeset_lookup_marked(&hp_fs_malloc, (uint64_t)(uintptr_t)u);
 }
 
 /*
- * A free whose block carries the mark: confirmed in the sets, recorded if
- * the daemon knows it, counted, and handed back to glibc at the address
- * glibc gave out.
+ * A free whose block carries the mark: confirmed in the set, recorded if
+ * the daemon knows it, counted (with the gate open), and handed back to
+ * glibc at the address glibc gave out. A mark the set does not confirm
+ * was forged or stale: a plain block.
  */
-__attribute__((noinline, cold)) static void free_marked(void *u)
+__attribute__((noinline, cold)) static void free_marked(void *u, int counting)
 {
 	struct hp_thread *t = &hp_self;
 	int guard = t->in_hook, was;
 	struct hp_count_snap snap;
+	uint64_t flags = 0;
 	void *base = u;
 	size_t b8;
 
-	if (unlikely(!t->registered))
+	if (counting && unlikely(!t->registered))
 		first_free(t);
 	t->in_hook = 1;
 	hp_count_save(t, &snap);
-	was = unmark(u);
-	if (was == 2 && *hp_gate)
+	was = hp_freeset_take(&hp_fs_malloc, (uint64_t)(uintptr_t)u, 0, &flags);
+	if (was && !(flags & HP_FS_QUIET) && counting)
 		hp_write_free(u, HEAPPROFD_HEAP_MALLOC, hp_next_seq());
 	hp_count_restore(t, &snap);
 	t->in_hook = guard;
@@ -607,8 +615,10 @@ __attribute__((noinline, cold)) static void free_marked(void *u)
 	} else {
 		b8 = glibc_bytes8(u);
 	}
-	t->free_calls++;
-	t->free_bytes8 += b8;
+	if (counting) {
+		t->free_calls++;
+		t->free_bytes8 += b8;
+	}
 	r_free(base);
 }
 
@@ -685,24 +695,25 @@ static void *realloc_block(void *old, int old_marked, size_t n, int mark_new)
 }
 
 /*
- * realloc of a block while profiling, the rare cases: the old block is
- * marked (or, without marking, may be sampled), or the new one may be
- * sampled (expired: the countdown ran out, n already taken from it). A
- * free of the old block, then an allocation, but only once the real
- * realloc succeeded, so that a failed realloc leaves the old block tracked
- * as it was. The FREE record's seq is taken before the real realloc can
- * give the old address back to the allocator: a sample of that address by
- * another thread afterwards has a larger seq, whatever the order of the
- * records in the ring. A marked old block leaves its set before that (and
- * comes back if the realloc fails), so that the address, once glibc may
- * hand it out again, is never taken for marked; without marking, another
- * thread's sample may put the address into the set a second time until
- * our remove (the set counts each insert; freeset.h).
+ * realloc, the rare cases: the old block is marked (or, without marking,
+ * may be sampled), or the new one may be sampled (expired: the countdown
+ * ran out, n already taken from it); counting: the gate is open. A free of
+ * the old block, then an allocation, but only once the real realloc
+ * succeeded, so that a failed realloc leaves the old block tracked as it
+ * was. The FREE record's seq is taken before the real realloc can give the
+ * old address back to the allocator: a sample of that address by another
+ * thread afterwards has a larger seq, whatever the order of the records in
+ * the ring. A marked old block's entry is held meanwhile (freeset.h): once
+ * glibc may hand its address out again, no free takes it for marked, and
+ * a fork child still finds it. Without marking, another thread's sample
+ * may put the address into the set a second time until our remove (the
+ * set counts each insert).
  */
-__attribute__((noinline, cold)) static void *realloc_slow(void *old, size_t n, int expired)
+__attribute__((noinline, cold)) static void *realloc_slow(void *old, size_t n, int expired,
+							   int counting)
 {
 	struct hp_thread *t = &hp_self;
-	uint64_t key = (uint64_t)(uintptr_t)old, seq = 0;
+	uint64_t key = (uint64_t)(uintptr_t)old, seq = 0, flags = 0;
 	int guard = t->in_hook, was = 0, exact = 0, mark_new;
 	struct hp_count_snap snap;
 	size_t old_bytes8;
@@ -712,9 +723,8 @@ __attribute__((noinline, cold)) static void *realloc_slow(void *old, size_t n, i
 	t->in_hook = 1;
 	hp_count_save(t, &snap);
 	if (hp_mark_key) {
-		if (hp_mark_matches(old))
-			was = unmark(old);
-		if (was == 2 && *hp_gate)
+		was = hp_mark_matches(old) && hp_freeset_hold(&hp_fs_malloc, key, &flags);
+		if (was && !(flags & HP_FS_QUIET) && counting)
 			seq = hp_next_seq();
 	} else if (hp_freeset_maybe(&hp_fs_malloc, key)) {
 		seq = hp_next_seq();
@@ -724,29 +734,40 @@ __attribute__((noinline, cold)) static void *realloc_slow(void *old, size_t n, i
 		count = decide(t, n, &exact);
 	/* A marked block stays marked (a quiet one if this size is not
 	 * sampled): glibc's realloc then resizes it in place or by mremap, where
-	 * making it plain would copy it. */
-	mark_new = hp_mark_key && (count || (was && hp_mark_off(old) == HP_MARK_OFF));
+	 * making it plain would copy it. Its entry needs room first. */
+	mark_new = hp_mark_key && n && (count || (was && hp_mark_off(old) == HP_MARK_OFF));
+	if (mark_new && hp_freeset_reserve(&hp_fs_malloc)) {
+		mark_new = 0;
+		if (!was)
+			count = 0;	/* a plain block stays plain, unsampled */
+	}
 	p = realloc_block(old, was, n, mark_new);
 	if (!p && n) {
+		if (mark_new)
+			hp_freeset_unreserve(&hp_fs_malloc);
 		if (was)
-			remark(old, was);	/* still alive, still marked */
+			hp_freeset_unhold(&hp_fs_malloc, key);	/* still alive, still marked */
 		hp_count_restore(t, &snap);
 		t->in_hook = guard;
 		return NULL;
 	}
+	if (was)
+		hp_freeset_take(&hp_fs_malloc, key, HP_FS_HELD, NULL);
 	if (seq && (was || hp_freeset_remove(&hp_fs_malloc, key)))
 		hp_write_free(old, HEAPPROFD_HEAP_MALLOC, seq);
 	if (p && count)
 		record(p, n, count, exact, mark_new);
 	else if (p && mark_new)
-		hp_freeset_insert(&hp_fs_quiet, (uint64_t)(uintptr_t)p);
+		hp_freeset_insert_reserved(&hp_fs_malloc, (uint64_t)(uintptr_t)p | HP_FS_QUIET);
 	hp_count_restore(t, &snap);
 	t->in_hook = guard;
-	t->free_calls++;
-	t->free_bytes8 += old_bytes8;
-	if (p) {
-		t->alloc_calls++;
-		t->alloc_bytes8 += block_bytes8(p, mark_new);
+	if (counting) {
+		t->free_calls++;
+		t->free_bytes8 += old_bytes8;
+		if (p) {
+			t->alloc_calls++;
+			t->alloc_bytes8 += block_bytes8(p, mark_new);
+		}
 	}
 	return p;
 }
@@ -762,7 +783,7 @@ static inline void *realloc_tracked(void *old, size_t n)
 
 	if (unlikely(expired) || (hp_mark_key ? hp_mark_matches(old) :
 				  hp_freeset_maybe(&hp_fs_malloc, (uint64_t)(uintptr_t)old)))
-		return realloc_slow(old, n, expired);
+		return realloc_slow(old, n, expired, 1);
 	old_bytes8 = bytes8_of(old);
 	p = r_realloc(old, n);
 	/* glibc frees the block and returns NULL for size 0. */
@@ -835,7 +856,7 @@ static inline __attribute__((always_inline)) void free_fast(void *p)
 {
 	if (likely(p)) {
 		if (unlikely(hp_mark_matches(p)))
-			return free_marked(p);
+			return free_marked(p, 1);
 		hp_self.free_calls++;
 		hp_self.free_bytes8 += glibc_bytes8(p);
 		if (unlikely(!hp_self.registered))
@@ -853,7 +874,7 @@ __attribute__((noinline)) static void *malloc_profiled(size_t n)
 __attribute__((noinline)) static void free_profiled(void *p)
 {
 	if (p && hp_mark_key && hp_mark_matches(p))
-		return free_marked(p);
+		return free_marked(p, 1);
 	if (p)
 		account_free(p);
 	r_free(p);
@@ -913,7 +934,16 @@ static inline void free_gated(void *p)
 	/* Marked blocks outlive the sampling that made them. */
 	if (unlikely(__atomic_load_n(&hp_marks_made, __ATOMIC_RELAXED)) && p &&
 	    hp_mark_matches(p))
-		return free_marked(p);
+		return free_marked(p, 0);
+	free_plain(p);
+}
+
+/* The gate closed with glibc's allocator after blocks were marked: free
+ * looks for marks, and counts nothing (counting is for the gate open). */
+static void free_marks(void *p)
+{
+	if (p && hp_mark_matches(p))
+		return free_marked(p, 0);
 	free_plain(p);
 }
 
@@ -968,8 +998,8 @@ void hp_dispatch_update(void)
 	m = open && glibc_heap ? HP_M_FAST : HP_M_GATED;
 	/* Closed, with glibc's allocator: free need not read the gate (see
 	 * free_plain), unless marked blocks may be alive. */
-	f = boot ? HP_M_GATED_BOOT : !glibc_heap ? HP_M_GATED :
-	    open || __atomic_load_n(&hp_marks_made, __ATOMIC_SEQ_CST) ? HP_M_FAST : HP_M_PLAIN;
+	f = boot ? HP_M_GATED_BOOT : !glibc_heap ? HP_M_GATED : open ? HP_M_FAST :
+	    __atomic_load_n(&hp_marks_made, __ATOMIC_SEQ_CST) ? HP_M_MARKS : HP_M_PLAIN;
 	if (open) {
 		__atomic_store_n(&free_mode, f, __ATOMIC_RELEASE);
 		__atomic_store_n(&malloc_mode, m, __ATOMIC_RELEASE);
@@ -1007,6 +1037,8 @@ __attribute__((noinline, cold)) static void free_other(int mode, void *p)
 		return free_gated(p);
 	if (mode == HP_M_GATED_BOOT)
 		return free_gated_boot(p);
+	if (mode == HP_M_MARKS)
+		return free_marks(p);
 	free_first(p);
 }
 
@@ -1088,7 +1120,7 @@ __attribute__((noinline)) static void *realloc_profiled(void *old, size_t n)
 __attribute__((noinline)) static void *realloc_unprofiled(void *old, size_t n)
 {
 	if (old && hp_mark_matches(old))
-		return realloc_slow(old, n, 0);
+		return realloc_slow(old, n, 0, 0);
 	return r_realloc(old, n);
 }
 

@@ -21,14 +21,22 @@
  * the block before, or what an old block left there. It equals the mark
  * only by chance (2^-64 for data that never saw the key) or as a stale
  * copy of a mark for the same address, from a marked block freed before.
- * So a match is only a question: the sets of marked blocks (hooks.c: the
- * recorded ones and the quiet ones) answer it exactly, because a marked
- * block enters its set before the program sees its address and leaves it
- * before glibc gets the block back. Only then is the offset trusted.
+ * So a match is only a question, which the set of marked blocks
+ * (hp_fs_malloc in hooks.c, freeset.h) answers exactly: a marked block's
+ * entry goes in before the program sees its address (its room reserved
+ * before the block is made, so the insert cannot fail), and is taken out,
+ * or held for a realloc, before glibc gets the block back. Only then is
+ * the offset trusted.
  *
- * The cost: the offset's bytes on each sampled block (16, or the
- * alignment), and a copy when realloc turns a plain block into a marked
- * one or back.
+ * Every free of the process must come through the client: a marked block
+ * handed to glibc's free directly would be a wrong pointer to it. An
+ * LD_PRELOAD'ed or /etc/ld.so.preload'ed client interposes them all; a
+ * client loaded into a running process (attach without the client, to
+ * come) must not mark.
+ *
+ * The cost: the offset's bytes on each sampled block alive (16, or the
+ * alignment; alignments above HP_MARK_ALIGN_MAX are not sampled), and a
+ * copy when realloc turns a plain block into a marked one.
  */
 #ifndef HP_MARK_H
 #define HP_MARK_H
@@ -37,6 +45,8 @@
 #include <stdint.h>
 
 #define HP_MARK_OFF 16U
+/* Larger alignments are not sampled: their offset would cost too much. */
+#define HP_MARK_ALIGN_MAX ((size_t)16 << 20)
 
 /* The key (never 0 once set); 0 while marking is off (not glibc's heap). */
 extern uint64_t hp_mark_key;

@@ -233,6 +233,73 @@ static void test_filter_growth(void)
 	}
 }
 
+/*
+ * The set of marked blocks (freeset.h): reservations make inserts that
+ * cannot fail (no table is mapped by them), quiet and held entries keep
+ * their flags, a held entry is invisible to frees and lookups while a new
+ * block at the same address is not, and a fork child's set is all quiet,
+ * nothing held, with no reader left counted.
+ */
+static void test_marked(void)
+{
+	uint64_t i, flags, mapped, bad = 0, badq = 0;
+	const uint64_t n = 30000;
+	int ok;
+
+	hp_freeset_init(&fs);
+	for (i = 0; i < n; i++)
+		if (hp_freeset_reserve(&fs))
+			bad++;
+	mapped = fs.tables_mapped;
+	for (i = 0; i < n; i++)
+		hp_freeset_insert_reserved(&fs, ((i + 1) << 4) | (i % 3 ? 0 : HP_FS_QUIET));
+	tap_ok(!bad && fs.tables_mapped == mapped && fs.reserved == 0 && hp_freeset_live(&fs) == n,
+	       "freeset: %llu reserved inserts map no table (%llu mapped before, %llu after), reserved back to 0",
+	       (unsigned long long)n, (unsigned long long)mapped,
+	       (unsigned long long)fs.tables_mapped);
+	bad = 0;
+	for (i = 0; i < n; i++)
+		if (!hp_freeset_lookup_marked(&fs, (i + 1) << 4) ||
+		    hp_freeset_lookup(&fs, ((i + 1) << 4) | 8))
+			bad++;
+	tap_ok(!bad, "freeset: every marked entry, quiet or not, is found by its address (%llu wrong)",
+	       (unsigned long long)bad);
+
+	/* Hold 16: a free or a lookup of 16 finds nothing, a new block at 16
+	 * comes and goes, the held entry stays until it is taken as held. */
+	ok = hp_freeset_hold(&fs, 16, &flags) && (flags & HP_FS_QUIET);
+	ok &= !hp_freeset_lookup_marked(&fs, 16) && !hp_freeset_take(&fs, 16, 0, NULL);
+	ok &= !hp_freeset_reserve(&fs);
+	hp_freeset_insert_reserved(&fs, 16);
+	ok &= hp_freeset_lookup_marked(&fs, 16);
+	ok &= hp_freeset_take(&fs, 16, 0, &flags) && flags == 0;
+	ok &= !hp_freeset_lookup_marked(&fs, 16);
+	ok &= hp_freeset_take(&fs, 16, HP_FS_HELD, &flags) && flags == (HP_FS_HELD | HP_FS_QUIET);
+	ok &= !hp_freeset_take(&fs, 16, HP_FS_HELD, NULL);
+	/* Hold 32 and let it go: as it was. */
+	ok &= hp_freeset_hold(&fs, 32, &flags) && flags == 0;
+	hp_freeset_unhold(&fs, 32);
+	ok &= hp_freeset_lookup_marked(&fs, 32);
+	ok &= hp_freeset_hold(&fs, 48, NULL);
+	tap_ok(ok, "freeset: a held entry is taken by no free and seen by no lookup; a new entry at its address is");
+
+	/* The fork child: a reader counted in the parent, 48 held. */
+	fs.readers[fs.epoch & 1]++;
+	hp_freeset_fork_quiet(&fs);
+	bad = badq = 0;
+	for (i = 1; i < n; i++) {
+		if (!hp_freeset_take(&fs, (i + 1) << 4, 0, &flags))
+			bad++;
+		else if (flags != HP_FS_QUIET)
+			badq++;
+	}
+	tap_ok(!bad && !badq && fs.readers[0] == 0 && fs.readers[1] == 0 &&
+	       hp_freeset_live(&fs) == 0,
+	       "freeset: after fork every entry is quiet (%llu not), none held (%llu missing), no reader counted",
+	       (unsigned long long)badq, (unsigned long long)bad);
+	hp_freeset_reset(&fs);
+}
+
 int main(void)
 {
 	test_basic();
@@ -240,6 +307,7 @@ int main(void)
 	test_twice();
 	test_nlive();
 	test_filter_growth();
+	test_marked();
 	test_threads();
 	return tap_failed ? 1 : 0;
 }
