@@ -258,6 +258,10 @@ static int insert_entry(struct hp_freeset *fs, uint64_t key, int reserved)
 		ret = -1;
 		goto out;
 	}
+	if (fs->nofilter) {
+		table_put(fs->table, key);
+		goto out;
+	}
 	if (!fs->fbits)
 		fs->fbits = fs->fused[fs->farr] = HP_FS_FILTER_BITS_MIN;
 	if (fs->fbits < HP_FS_FILTER_BITS_MAX &&
@@ -273,6 +277,13 @@ static int insert_entry(struct hp_freeset *fs, uint64_t key, int reserved)
 out:
 	pthread_mutex_unlock(&fs->lock);
 	return ret;
+}
+
+void hp_freeset_no_filter(struct hp_freeset *fs)
+{
+	pthread_mutex_lock(&fs->lock);
+	fs->nofilter = 1;
+	pthread_mutex_unlock(&fs->lock);
 }
 
 int hp_freeset_insert(struct hp_freeset *fs, uint64_t key)
@@ -365,6 +376,8 @@ static int remove_match(struct hp_freeset *fs, uint64_t mask, uint64_t want, uin
 		clear_slot(t, (uint64_t)at);
 		t->live--;
 		found = 1;
+		if (fs->nofilter)
+			goto out;
 		/* 255 is sticky: the count is no longer known. (The flag
 		 * bits do not change the counter: the hash ignores them.) */
 		f = counter_at(fs, fs->farr, fs->fbits, want);

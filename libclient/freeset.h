@@ -82,6 +82,10 @@ struct hp_freeset {
 	 * the middle of probe chains still call for a rebuild now and then). */
 	struct hp_fs_table *spare;
 	uint64_t reserved;		/* room promised to coming inserts */
+	/* No filter is kept (a set of marked blocks, found by their marks):
+	 * its pages stay untouched, and its word stays 0, so the filter
+	 * answers no for every key (not to be asked). */
+	int nofilter;
 	uint64_t bytes;			/* memory held by tables */
 	uint64_t tables_mapped;		/* mmaps of tables, ever */
 	uint64_t rebuilds;		/* tables built, ever */
@@ -203,6 +207,9 @@ void hp_freeset_reset(struct hp_freeset *fs);
 #define HP_FS_QUIET 4ULL
 #define HP_FS_FLAGS (HP_FS_HELD | HP_FS_QUIET)
 
+/* Keep no filter from now on (hp_freeset_filter and _maybe must then not
+ * be used). */
+void hp_freeset_no_filter(struct hp_freeset *fs);
 int hp_freeset_reserve(struct hp_freeset *fs);	/* -1: no memory */
 void hp_freeset_unreserve(struct hp_freeset *fs);
 void hp_freeset_insert_reserved(struct hp_freeset *fs, uint64_t entry);

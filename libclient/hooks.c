@@ -538,8 +538,12 @@ void hp_hooks_init(void)
 		r_free(p);
 		r_free(q);
 	}
-	if (glibc_heap)
+	if (glibc_heap) {
+		/* Marked blocks are found by their marks: the set's filter,
+		 * which would take up to 256 KiB, is never read. */
+		hp_freeset_no_filter(&hp_fs_malloc);
 		hp_mark_key = mark_key();
+	}
 	hp_dispatch_update();
 }
 
