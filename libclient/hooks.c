@@ -641,7 +641,8 @@ __attribute__((noinline, cold)) static void slow_free(void *p)
 	t->in_hook = guard;
 }
 
-/* Everything a free does besides handing the block back, without marking. */
+/* Everything the free of a block that carries no mark does besides handing
+ * it back; without marking, the filter says whether it may be sampled. */
 static inline void account_free(void *p)
 {
 	struct hp_thread *t = &hp_self;
@@ -650,14 +651,16 @@ static inline void account_free(void *p)
 		first_free(t);
 	t->free_calls++;
 	t->free_bytes8 += bytes8_of(p);
-	if (unlikely(hp_freeset_filter(&hp_fs_malloc, (uint64_t)(uintptr_t)p)))
+	if (!hp_mark_key &&
+	    unlikely(hp_freeset_filter(&hp_fs_malloc, (uint64_t)(uintptr_t)p)))
 		slow_free(p);
 }
 
 /*
  * The new block of a realloc that cannot stay what the old one was (a
- * plain block becoming marked, or a marked one with an alignment offset):
- * a new block, the contents, the old block back to glibc. n > 0.
+ * plain block becoming marked; a marked one with an alignment offset, or
+ * for which the set has no room, becoming plain): a new block, the
+ * contents, the old block back to glibc. n > 0.
  */
 static void *realloc_move(void *old, int old_marked, size_t n, int mark_new)
 {
