@@ -500,17 +500,13 @@ static const char *boot_selftest(void)
 
 /*
  * The key of the marks (mark.h): random, so that no data the program
- * writes equals a mark but by chance. HEAPPROFD_TEST_MARK_KEY sets it, for
- * the test that forges a mark on a plain block.
+ * writes equals a mark but by chance.
  */
 static uint64_t mark_key(void)
 {
-	const char *e = getenv("HEAPPROFD_TEST_MARK_KEY");
 	uint64_t k = 0;
 
-	if (e)
-		k = strtoull(e, NULL, 16);
-	else if (getrandom(&k, sizeof(k), GRND_NONBLOCK) != sizeof(k))
+	if (getrandom(&k, sizeof(k), GRND_NONBLOCK) != sizeof(k))
 		k = (uint64_t)(uintptr_t)&k * 0x9e3779b97f4a7c15ULL ^ (uint64_t)getpid();
 	return k ? k : 0x6865617070726f66ULL;
 }
