@@ -780,10 +780,10 @@ static inline void *realloc_tracked(void *old, size_t n)
 {
 	struct hp_thread *t = &hp_self;
 	size_t old_bytes8;
+	int expired;
 	void *p;
 
-	int expired = (t->smp.countdown -= (int64_t)n) <= 0;
-
+	expired = (t->smp.countdown -= (int64_t)n) <= 0;
 	if (unlikely(expired) || (hp_mark_key ? hp_mark_matches(old) :
 				  hp_freeset_maybe(&hp_fs_malloc, (uint64_t)(uintptr_t)old)))
 		return realloc_slow(old, n, expired, 1);
