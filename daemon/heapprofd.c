@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <libgen.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -445,6 +446,17 @@ int main(int argc, char **argv)
 	int dump_at_max = 0;
 	sigset_t ss;
 
+	/*
+	 * Records pass through the daemon in batches that are allocated by
+	 * one thread and freed by another at a high rate. With glibc's
+	 * defaults the freed top of each arena was given back to the kernel
+	 * and faulted in again moments later: ~200 brk and ~150 madvise
+	 * calls, with their page faults, in a 1 s recording of 870 k
+	 * records (bench/peers). Keep up to 32 MiB of free memory per arena
+	 * instead, and serve blocks up to 4 MiB from the arenas.
+	 */
+	mallopt(M_TRIM_THRESHOLD, 32 << 20);
+	mallopt(M_MMAP_THRESHOLD, 4 << 20);
 	hpd_opts.socket_path = getenv(HP_SOCKET_ENV) ? getenv(HP_SOCKET_ENV) : HP_SOCKET_DEFAULT;
 	hpd_opts.ctl_path = getenv(HPD_CTL_ENV) ? getenv(HPD_CTL_ENV) : HPD_CTL_DEFAULT;
 	if (getenv("HEAPPROFD_TEST_ENABLE_DELAY_MS"))
