@@ -452,10 +452,10 @@ int main(int argc, char **argv)
 	 * defaults the freed top of each arena was given back to the kernel
 	 * and faulted in again moments later: ~200 brk and ~150 madvise
 	 * calls, with their page faults, in a 1 s recording of 870 k
-	 * records (bench/peers). Keep up to 32 MiB of free memory per arena
+	 * records (bench/peers). Keep up to 16 MiB of free memory per arena
 	 * instead, and serve blocks up to 4 MiB from the arenas.
 	 */
-	mallopt(M_TRIM_THRESHOLD, 32 << 20);
+	mallopt(M_TRIM_THRESHOLD, 16 << 20);
 	mallopt(M_MMAP_THRESHOLD, 4 << 20);
 	hpd_opts.socket_path = getenv(HP_SOCKET_ENV) ? getenv(HP_SOCKET_ENV) : HP_SOCKET_DEFAULT;
 	hpd_opts.ctl_path = getenv(HPD_CTL_ENV) ? getenv(HPD_CTL_ENV) : HPD_CTL_DEFAULT;
