@@ -930,23 +930,22 @@ static inline void free_plain(void *p)
 	(*(void (*volatile *)(void *))&r_free)(p);
 }
 
-static inline void free_gated(void *p)
-{
-	if (unlikely(*__atomic_load_n(&hp_gate, __ATOMIC_RELAXED)))
-		return free_gate_open(p);
-	/* Marked blocks outlive the sampling that made them. */
-	if (unlikely(__atomic_load_n(&hp_marks_made, __ATOMIC_RELAXED)) && p &&
-	    hp_mark_matches(p))
-		return free_marked(p, 0);
-	free_plain(p);
-}
-
 /* The gate closed with glibc's allocator after blocks were marked: free
  * looks for marks, and counts nothing (counting is for the gate open). */
 static void free_marks(void *p)
 {
 	if (p && hp_mark_matches(p))
 		return free_marked(p, 0);
+	free_plain(p);
+}
+
+static inline void free_gated(void *p)
+{
+	if (unlikely(*__atomic_load_n(&hp_gate, __ATOMIC_RELAXED)))
+		return free_gate_open(p);
+	/* Marked blocks outlive the sampling that made them. */
+	if (unlikely(__atomic_load_n(&hp_marks_made, __ATOMIC_RELAXED)))
+		return free_marks(p);
 	free_plain(p);
 }
 
