@@ -297,6 +297,14 @@ void hp_reuse_free(struct hp_reuse *r);
 struct hp_stack_view {
 	const uint8_t *own, *top;
 	uint32_t own_len, top_len;
+	/*
+	 * The memo entry the thread's previous record matched (0: none, or
+	 * the top is not that record's): its reads in the top need no check
+	 * (hp_memo_lookup). The caller tells the thread's next record what
+	 * this one matched with hp_reuse_matched().
+	 */
+	uint64_t prev_match;
+	void *saved;
 };
 /*
  * a: a validated ALLOC record (private memory) and stack its stack bytes.
@@ -307,6 +315,9 @@ struct hp_stack_view {
  */
 int hp_reuse_view(struct hp_reuse *r, const struct heapprofd_rec_alloc *a,
 		  const uint8_t *stack, struct hp_stack_view *v);
+/* The record whose view v is matched memo entry id (its thread's next
+ * record may skip the reads in its top; see hp_memo_lookup). */
+void hp_reuse_matched(const struct hp_stack_view *v, uint64_t id);
 /* The record made whole: hp_reuse_whole_len(v) bytes at out. */
 size_t hp_reuse_whole_len(const struct hp_stack_view *v);
 void hp_reuse_build(const struct heapprofd_rec_alloc *a, const struct hp_stack_view *v,

@@ -189,7 +189,16 @@ static int view_word(const struct hp_stack_view *v, uint32_t off, uint64_t *out)
 	return 0;
 }
 
-/* Does the sample read exactly what e's unwind read? */
+/*
+ * Does the sample read exactly what e's unwind read?
+ *
+ * The reads in a reused top need no check when the thread's previous
+ * record matched e too (sv->prev_match): the top is that record's topmost
+ * bytes, both records have e's sp and so the same length, and a word at
+ * a given offset from sp is therefore the very word that record matched.
+ * A loop that allocates from the same place meets this on most samples,
+ * and most of its reads are in the top.
+ */
 static int matches(const struct memo_ent *e, const struct heapprofd_rec_alloc *a,
 		   const struct hp_stack_view *sv)
 {
@@ -221,6 +230,8 @@ static int matches(const struct memo_ent *e, const struct heapprofd_rec_alloc *a
 	for (; i < n && e->off[i] < own; i++)
 		if (view_word(sv, e->off[i], &v) || v != e->val[i])
 			return 0;
+	if (sv->prev_match == e->id)
+		return 1;
 	for (; i < n; i++) {
 		memcpy(&v, sv->top + (e->off[i] - own), sizeof(v));
 		if (v != e->val[i])

@@ -852,6 +852,7 @@ static int memo_event(struct hp_proc *pr, const struct hp_parsed *ps,
 	n = hp_memo_lookup(pr->memo, ps->alloc, v, &fr, pr->p->max_frames, &id);
 	if (n < 0)
 		return 0;
+	hp_reuse_matched(v, id);
 	ev = event_new(pr);
 	if (!ev)
 		return -1;	/* the frames were lent: nothing to give back */

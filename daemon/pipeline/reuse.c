@@ -30,6 +30,7 @@ struct saved {
 	uint32_t len;		/* bytes below top held in b (0: nothing) */
 	uint32_t cap;		/* size of b */
 	uint8_t *b;
+	uint64_t matched;	/* the memo entry the record in b matched, or 0 */
 };
 
 struct hp_reuse {
@@ -179,7 +180,15 @@ int hp_reuse_view(struct hp_reuse *r, const struct heapprofd_rec_alloc *a,
 	v->own_len = a->stack_len;
 	v->top = NULL;
 	v->top_len = 0;
+	v->prev_match = 0;
+	v->saved = s;
+	if (s) {
+		/* What b holds from now on has matched nothing yet. */
+		v->prev_match = s->matched;
+		s->matched = 0;
+	}
 	if (!(a->hdr.flags & HEAPPROFD_ALLOC_STACK_REUSED)) {
+		v->prev_match = 0;	/* no top */
 		remember(r, s, a, stack, a->stack_len, 0);
 		return 0;
 	}
@@ -190,6 +199,7 @@ int hp_reuse_view(struct hp_reuse *r, const struct heapprofd_rec_alloc *a,
 	    make_room(r, s, kept((uint64_t)a->stack_len + k))) {
 		/* Not ours to rebuild: the unwinder stops where the copy does. */
 		hp_bump(&r->missing, 1);
+		v->prev_match = 0;
 		remember(r, s, a, stack, a->stack_len, 0);
 		return 2;
 	}
@@ -200,6 +210,15 @@ int hp_reuse_view(struct hp_reuse *r, const struct heapprofd_rec_alloc *a,
 	hp_bump(&r->rebuilt, 1);
 	remember(r, s, a, stack, a->stack_len, k);
 	return 1;
+}
+
+void hp_reuse_matched(const struct hp_stack_view *v, uint64_t id)
+{
+	struct saved *s = v->saved;
+
+	/* Only a stack that b now holds the top of can be reused from. */
+	if (s && s->len)
+		s->matched = id;
 }
 
 size_t hp_reuse_whole_len(const struct hp_stack_view *v)

@@ -444,6 +444,82 @@ static void test_reuse(struct hp_proc *pr, const uint8_t *rec, uint32_t len, con
 	free(t);
 }
 
+/*
+ * A reusing record whose thread's previous record matched a memo entry
+ * skips the memo's reads in its top (memo.c): that must hold only for the
+ * record right after the match. Thread T's records go: whole (a match),
+ * reusing (served, skipping the top), whole with its outer stack wiped
+ * (not the entry: unwound, fewer frames), then another thread matches the
+ * whole entry (it is now looked at first), then T reuses again: its top is
+ * the wiped one, so it must come out as the wiped record did.
+ */
+struct reuse_step {
+	uint64_t frames, hits;
+};
+
+static int reuse_feed(struct hp_proc *pr, struct heapprofd_rec_alloc *r, uint32_t len,
+		      uint64_t *seq, struct reuse_step *out)
+{
+	struct hp_proc_stats a, b;
+	char why[200];
+	int bad;
+
+	hp_proc_get_stats(pr, &a);
+	r->seq = ++*seq;
+	r->addr = 0x7e0000000000ULL + 64 * *seq;
+	bad = hp_proc_feed(pr, r, len, why, sizeof(why));
+	hp_proc_sync(pr);	/* the memo knows each unwind before the next */
+	hp_proc_get_stats(pr, &b);
+	out->frames = b.frames - a.frames;
+	out->hits = b.memo_hits - a.memo_hits;
+	return !bad;
+}
+
+static void test_reuse_memo(struct hp_proc *pr, const uint8_t *rec, uint32_t len,
+			    const char *what)
+{
+	const struct heapprofd_rec_alloc *a = (const void *)rec;
+	struct heapprofd_rec_alloc *whole = malloc(len), *wiped = malloc(len);
+	struct heapprofd_rec_alloc *other = malloc(len), *t = malloc(len);
+	struct reuse_step st[5];
+	uint64_t seq = 5000000;
+	uint32_t k, tlen, own;
+	int fed = 1;
+
+	/* All but the innermost 160 bytes reused. */
+	k = a->stack_len > 168 ? (a->stack_len - 160) & ~7U : 0;
+	own = a->stack_len - k;
+	memcpy(whole, rec, len);
+	whole->tid += 777;
+	memcpy(wiped, whole, len);
+	memset((uint8_t *)(wiped + 1) + own, 0, a->stack_len - own);
+	memcpy(other, rec, len);
+	other->tid += 778;
+	tlen = (uint32_t)(sizeof(*t) + own + 7) & ~7U;
+	memset(t, 0, len);
+	memcpy(t, whole, sizeof(*t) + own);
+	t->hdr.len = tlen;
+	t->hdr.flags |= HEAPPROFD_ALLOC_STACK_REUSED;
+	t->stack_len = own;
+	t->stack_reused = k;
+	fed &= reuse_feed(pr, whole, len, &seq, &st[0]);
+	fed &= reuse_feed(pr, t, tlen, &seq, &st[1]);
+	fed &= reuse_feed(pr, wiped, len, &seq, &st[2]);
+	fed &= reuse_feed(pr, other, len, &seq, &st[3]);
+	fed &= reuse_feed(pr, t, tlen, &seq, &st[4]);
+	ok(fed && k && st[0].hits == 1 && st[1].hits == 1 && st[3].hits == 1 &&
+	   st[1].frames == st[0].frames && st[2].frames < st[0].frames &&
+	   st[4].frames == st[2].frames,
+	   "%s: a reusing record skips the memo's reads in its top only right after its thread "
+	   "matched (frames: whole %llu, reusing %llu, wiped %llu, reusing after it %llu)", what,
+	   (unsigned long long)st[0].frames, (unsigned long long)st[1].frames,
+	   (unsigned long long)st[2].frames, (unsigned long long)st[4].frames);
+	free(whole);
+	free(wiped);
+	free(other);
+	free(t);
+}
+
 static void test_unwind(enum chain c, int exit_first, const char *what)
 {
 	static const char *const o0[] = { "main", "o0_level1", "o0_level2", "o0_level3",
@@ -494,6 +570,7 @@ static void test_unwind(enum chain c, int exit_first, const char *what)
 		free(t);
 		test_memo(pr, rec, len, prefix, what);
 		test_reuse(pr, rec, len, what);
+		test_reuse_memo(pr, rec, len, what);
 	}
 	child_finish(&ch);
 	if (c == CH_DLOPEN) {
