@@ -293,22 +293,36 @@ int hp_freeset_insert(struct hp_freeset *fs, uint64_t key)
 
 int hp_freeset_reserve(struct hp_freeset *fs)
 {
+	int64_t c = __atomic_load_n(&fs->credits, __ATOMIC_RELAXED);
 	int ret = 0;
 
+	/* A promise already counted in reserved: the room for it is there,
+	 * and every growth of the table (under the lock) keeps it there. */
+	while (c > 0)
+		if (__atomic_compare_exchange_n(&fs->credits, &c, c - 1, 1, __ATOMIC_RELAXED,
+						__ATOMIC_RELAXED))
+			return 0;
 	pthread_mutex_lock(&fs->lock);
-	if (full(fs) && grow(fs))
-		ret = -1;
-	else
-		fs->reserved++;
+	/* This one and a batch ahead; if the table cannot grow that far,
+	 * this one alone. */
+	fs->reserved += HP_FS_CREDITS;
+	if (full(fs) && grow(fs)) {
+		fs->reserved -= HP_FS_CREDITS;
+		if (full(fs) && grow(fs))
+			ret = -1;
+		else
+			fs->reserved++;
+	} else {
+		__atomic_add_fetch(&fs->credits, HP_FS_CREDITS - 1, __ATOMIC_RELAXED);
+	}
 	pthread_mutex_unlock(&fs->lock);
 	return ret;
 }
 
 void hp_freeset_unreserve(struct hp_freeset *fs)
 {
-	pthread_mutex_lock(&fs->lock);
-	fs->reserved--;
-	pthread_mutex_unlock(&fs->lock);
+	/* Back to the pool: still promised. */
+	__atomic_add_fetch(&fs->credits, 1, __ATOMIC_RELAXED);
 }
 
 void hp_freeset_insert_reserved(struct hp_freeset *fs, uint64_t entry)
@@ -452,7 +466,9 @@ void hp_freeset_fork_quiet(struct hp_freeset *fs)
 
 	pthread_mutex_init(&fs->lock, NULL);
 	fs->readers[0] = fs->readers[1] = 0;
+	/* The child's one thread holds no reservation. */
 	fs->reserved = 0;
+	fs->credits = 0;
 	for (i = 0; t && i <= t->mask; i++)
 		if (t->slots[i] > HP_FS_TOMB)
 			t->slots[i] = (t->slots[i] | HP_FS_QUIET) & ~HP_FS_HELD;

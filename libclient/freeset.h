@@ -55,6 +55,7 @@
 #define HP_FS_FILTER_BITS_MAX 18	/* 256 KiB at most */
 #define HP_FS_FILTER_LOAD_SHIFT 3	/* grow past one entry per 8 counters */
 #define HP_FS_MIN_SLOTS 1024
+#define HP_FS_CREDITS 32		/* reservations promised per lock */
 
 struct hp_fs_table {
 	uint64_t mask;
@@ -82,6 +83,13 @@ struct hp_freeset {
 	 * the middle of probe chains still call for a rebuild now and then). */
 	struct hp_fs_table *spare;
 	uint64_t reserved;		/* room promised to coming inserts */
+	/*
+	 * Promises made ahead, counted in reserved: hp_freeset_reserve takes
+	 * one with a single atomic decrement, and takes the lock only to
+	 * make HP_FS_CREDITS more (a sampled malloc would otherwise lock the
+	 * set twice: to reserve, then to insert).
+	 */
+	int64_t credits;
 	/* No filter is kept (a set of marked blocks, found by their marks):
 	 * its pages stay untouched, and its word stays 0, so the filter
 	 * answers no for every key (not to be asked). */
@@ -210,7 +218,7 @@ void hp_freeset_reset(struct hp_freeset *fs);
 /* Keep no filter from now on (hp_freeset_filter and _maybe must then not
  * be used). */
 void hp_freeset_no_filter(struct hp_freeset *fs);
-int hp_freeset_reserve(struct hp_freeset *fs);	/* -1: no memory */
+int hp_freeset_reserve(struct hp_freeset *fs);	/* -1: no memory; lock-free mostly */
 void hp_freeset_unreserve(struct hp_freeset *fs);
 void hp_freeset_insert_reserved(struct hp_freeset *fs, uint64_t entry);
 /* Remove key's entry, held (held = HP_FS_HELD) or not (0), quiet or not;

@@ -253,10 +253,11 @@ static void test_marked(void)
 	mapped = fs.tables_mapped;
 	for (i = 0; i < n; i++)
 		hp_freeset_insert_reserved(&fs, ((i + 1) << 4) | (i % 3 ? 0 : HP_FS_QUIET));
-	tap_ok(!bad && fs.tables_mapped == mapped && fs.reserved == 0 && hp_freeset_live(&fs) == n,
-	       "freeset: %llu reserved inserts map no table (%llu mapped before, %llu after), reserved back to 0",
+	tap_ok(!bad && fs.tables_mapped == mapped && fs.reserved == (uint64_t)fs.credits &&
+	       fs.credits < HP_FS_CREDITS && hp_freeset_live(&fs) == n,
+	       "freeset: %llu reserved inserts map no table (%llu mapped before, %llu after), reserved back to the %lld promised ahead",
 	       (unsigned long long)n, (unsigned long long)mapped,
-	       (unsigned long long)fs.tables_mapped);
+	       (unsigned long long)fs.tables_mapped, (long long)fs.credits);
 	bad = 0;
 	for (i = 0; i < n; i++)
 		if (!hp_freeset_lookup_marked(&fs, (i + 1) << 4) ||
@@ -300,6 +301,63 @@ static void test_marked(void)
 	hp_freeset_reset(&fs);
 }
 
+/*
+ * Sampled mallocs on several threads at once (hooks.c): reserve, then
+ * insert on the reservation or give it back, then take. Reservations come
+ * mostly from the credits, which the threads race for while the table is
+ * rebuilt under them (the set grows to 4 x 3000 entries): no insert may
+ * find the table without room, and every promise must be accounted for.
+ */
+#define RT 4
+#define RN 3000
+static uint64_t rbad[RT];
+
+static void *reserver(void *arg)
+{
+	uint64_t t = (uint64_t)(uintptr_t)arg, i, flags;
+
+	for (i = 0; i < RN; i++) {
+		if (hp_freeset_reserve(&fs)) {
+			rbad[t]++;
+			continue;
+		}
+		if (i % 8 == 7) {		/* the allocation failed */
+			hp_freeset_unreserve(&fs);
+			continue;
+		}
+		hp_freeset_insert_reserved(&fs, ((t + 1) << 40) | (i << 4));
+	}
+	for (i = 0; i < RN; i++)
+		if (i % 8 != 7 &&
+		    !hp_freeset_take(&fs, ((t + 1) << 40) | (i << 4), 0, &flags))
+			rbad[t]++;
+	return NULL;
+}
+
+static void test_reserve_threads(void)
+{
+	pthread_t th[RT];
+	uint64_t bad = 0;
+	int i;
+
+	hp_freeset_init(&fs);
+	hp_freeset_no_filter(&fs);
+	for (i = 0; i < RT; i++)
+		pthread_create(&th[i], NULL, reserver, (void *)(uintptr_t)i);
+	for (i = 0; i < RT; i++) {
+		pthread_join(th[i], NULL);
+		bad += rbad[i];
+	}
+	tap_ok(!bad && hp_freeset_live(&fs) == 0 && fs.rebuilds >= 3 &&
+	       fs.reserved == (uint64_t)fs.credits,
+	       "freeset: %d threads reserving (from credits: %d per lock), inserting and taking %d marked "
+	       "blocks each through %llu rebuilds: none failed or lost (%llu), every promise kept "
+	       "(reserved %llu = credits %lld)", RT, HP_FS_CREDITS, RN,
+	       (unsigned long long)fs.rebuilds, (unsigned long long)bad,
+	       (unsigned long long)fs.reserved, (long long)fs.credits);
+	hp_freeset_reset(&fs);
+}
+
 int main(void)
 {
 	test_basic();
@@ -309,5 +367,6 @@ int main(void)
 	test_filter_growth();
 	test_marked();
 	test_threads();
+	test_reserve_threads();
 	return tap_failed ? 1 : 0;
 }
