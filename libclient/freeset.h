@@ -85,9 +85,9 @@ struct hp_freeset {
 	uint64_t reserved;		/* room promised to coming inserts */
 	/*
 	 * Promises made ahead, counted in reserved: hp_freeset_reserve takes
-	 * one with a single atomic decrement, and takes the lock only to
-	 * make HP_FS_CREDITS more (a sampled malloc would otherwise lock the
-	 * set twice: to reserve, then to insert).
+	 * one with a compare-and-swap, and takes the lock only to make
+	 * HP_FS_CREDITS more (a sampled malloc would otherwise lock the set
+	 * twice: to reserve, then to insert).
 	 */
 	int64_t credits;
 	/* No filter is kept (a set of marked blocks, found by their marks):
