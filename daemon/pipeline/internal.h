@@ -294,17 +294,28 @@ struct hp_reuse *hp_reuse_new(void);
 void hp_reuse_free(struct hp_reuse *r);
 /* A record's stack: its own bytes, then top_len bytes of its thread's
  * previous stack (none if it reused nothing or that stack is unknown). */
+/*
+ * A memo entry one of the thread's earlier records matched, and the lowest
+ * stack address whose bytes have stayed the same since: every record after
+ * it reused at least the bytes from there up (hp_memo_lookup need not
+ * compare the entry's reads there again).
+ */
+struct hp_reuse_match {
+	uint64_t id;		/* 0: none */
+	uint64_t floor;
+};
+
+#define HP_REUSE_MATCHES 4	/* the thread's latest matches, newest first */
+
 struct hp_stack_view {
 	const uint8_t *own, *top;
 	uint32_t own_len, top_len;
-	/*
-	 * The memo entry the thread's previous record matched (0: none, or
-	 * the top is not that record's): its reads in the top need no check
-	 * (hp_memo_lookup). The caller tells the thread's next record what
-	 * this one matched with hp_reuse_matched().
-	 */
-	uint64_t prev_match;
+	/* [HP_REUSE_MATCHES], for this record (NULL: none; its top is not
+	 * known). The caller tells them what this record matched with
+	 * hp_reuse_matched(). */
+	const struct hp_reuse_match *matched;
 	void *saved;
+	uint64_t sp;
 };
 /*
  * a: a validated ALLOC record (private memory) and stack its stack bytes.

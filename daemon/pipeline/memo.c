@@ -192,12 +192,12 @@ static int view_word(const struct hp_stack_view *v, uint32_t off, uint64_t *out)
 /*
  * Does the sample read exactly what e's unwind read?
  *
- * The reads in a reused top need no check when the thread's previous
- * record matched e too (sv->prev_match): the top is that record's topmost
- * bytes, both records have e's sp and so the same length, and a word at
- * a given offset from sp is therefore the very word that record matched.
- * A loop that allocates from the same place meets this on most samples,
- * and most of its reads are in the top.
+ * Reads in a reused top need no check from the floor of e's match up
+ * (sv->matched): an earlier record of the thread matched e, each record
+ * since reused its predecessor's bytes from there up at the same
+ * addresses, and this one has e's sp, so a word at a given offset from sp
+ * there is the very word that record matched. A loop that allocates from
+ * a few places meets this on most samples, and most reads are in the top.
  */
 static int matches(const struct memo_ent *e, const struct heapprofd_rec_alloc *a,
 		   const struct hp_stack_view *sv)
@@ -218,7 +218,15 @@ static int matches(const struct memo_ent *e, const struct heapprofd_rec_alloc *a
 	 * reused top, each with no question of which part holds it.
 	 */
 	uint32_t i = 0, n = e->nreads, own = sv->own_len;
-	uint64_t v;
+	uint64_t v, skip = UINT64_MAX;
+
+	for (int m = 0; sv->matched && m < HP_REUSE_MATCHES && sv->matched[m].id; m++)
+		if (sv->matched[m].id == e->id) {
+			/* at or above own (the floor is at least where the
+			 * reused top begins) */
+			skip = sv->matched[m].floor - e->sp;
+			break;
+		}
 
 	if (n && (uint64_t)e->off[n - 1] + sizeof(v) > (uint64_t)own + sv->top_len)
 		return 0;
@@ -230,9 +238,7 @@ static int matches(const struct memo_ent *e, const struct heapprofd_rec_alloc *a
 	for (; i < n && e->off[i] < own; i++)
 		if (view_word(sv, e->off[i], &v) || v != e->val[i])
 			return 0;
-	if (sv->prev_match == e->id)
-		return 1;
-	for (; i < n; i++) {
+	for (; i < n && e->off[i] < skip; i++) {
 		memcpy(&v, sv->top + (e->off[i] - own), sizeof(v));
 		if (v != e->val[i])
 			return 0;

@@ -30,7 +30,8 @@ struct saved {
 	uint32_t len;		/* bytes below top held in b (0: nothing) */
 	uint32_t cap;		/* size of b */
 	uint8_t *b;
-	uint64_t matched;	/* the memo entry the record in b matched, or 0 */
+	/* memo entries matched by the records whose top b holds */
+	struct hp_reuse_match m[HP_REUSE_MATCHES];
 };
 
 struct hp_reuse {
@@ -77,6 +78,12 @@ static void account(struct hp_reuse *r)
 size_t hp_reuse_mem(const struct hp_reuse *r)
 {
 	return r ? __atomic_load_n(&r->mem, __ATOMIC_RELAXED) : 0;
+}
+
+static void forget_matches(struct saved *s)
+{
+	if (s)
+		memset(s->m, 0, sizeof(s->m));
 }
 
 /* The thread's saved top, made (empty) if it has none. */
@@ -180,15 +187,11 @@ int hp_reuse_view(struct hp_reuse *r, const struct heapprofd_rec_alloc *a,
 	v->own_len = a->stack_len;
 	v->top = NULL;
 	v->top_len = 0;
-	v->prev_match = 0;
+	v->matched = NULL;
 	v->saved = s;
-	if (s) {
-		/* What b holds from now on has matched nothing yet. */
-		v->prev_match = s->matched;
-		s->matched = 0;
-	}
+	v->sp = a->regs[HEAPPROFD_X86_64_SP];
 	if (!(a->hdr.flags & HEAPPROFD_ALLOC_STACK_REUSED)) {
-		v->prev_match = 0;	/* no top */
+		forget_matches(s);	/* a stack all new */
 		remember(r, s, a, stack, a->stack_len, 0);
 		return 0;
 	}
@@ -199,10 +202,16 @@ int hp_reuse_view(struct hp_reuse *r, const struct heapprofd_rec_alloc *a,
 	    make_room(r, s, kept((uint64_t)a->stack_len + k))) {
 		/* Not ours to rebuild: the unwinder stops where the copy does. */
 		hp_bump(&r->missing, 1);
-		v->prev_match = 0;
+		forget_matches(s);
 		remember(r, s, a, stack, a->stack_len, 0);
 		return 2;
 	}
+	/* Only the reused bytes are the same as before: each match's floor
+	 * rises to where they begin, if it lies below. */
+	for (int i = 0; i < HP_REUSE_MATCHES && s->m[i].id; i++)
+		if (s->m[i].floor < a->stack_top - k)
+			s->m[i].floor = a->stack_top - k;
+	v->matched = s->m;
 	/* The room is made first: remember() must not move what v->top
 	 * points at, the topmost k bytes, which it leaves as they are. */
 	v->top = s->b + s->cap - k;
@@ -215,10 +224,18 @@ int hp_reuse_view(struct hp_reuse *r, const struct heapprofd_rec_alloc *a,
 void hp_reuse_matched(const struct hp_stack_view *v, uint64_t id)
 {
 	struct saved *s = v->saved;
+	int i;
 
 	/* Only a stack that b now holds the top of can be reused from. */
-	if (s && s->len)
-		s->matched = id;
+	if (!s || !s->len)
+		return;
+	for (i = 0; i < HP_REUSE_MATCHES - 1 && s->m[i].id && s->m[i].id != id; i++)
+		;
+	/* Newest first: the one found (or the oldest) moves to the front,
+	 * with the whole stack of this record as matched. */
+	memmove(&s->m[1], &s->m[0], i * sizeof(s->m[0]));
+	s->m[0].id = id;
+	s->m[0].floor = v->sp;
 }
 
 size_t hp_reuse_whole_len(const struct hp_stack_view *v)

@@ -445,13 +445,19 @@ static void test_reuse(struct hp_proc *pr, const uint8_t *rec, uint32_t len, con
 }
 
 /*
- * A reusing record whose thread's previous record matched a memo entry
- * skips the memo's reads in its top (memo.c): that must hold only for the
- * record right after the match. Thread T's records go: whole (a match),
- * reusing (served, skipping the top), whole with its outer stack wiped
- * (not the entry: unwound, fewer frames), then another thread matches the
- * whole entry (it is now looked at first), then T reuses again: its top is
- * the wiped one, so it must come out as the wiped record did.
+ * A reusing record skips the memo's reads in its top from where the bytes
+ * stayed the same since its thread last matched the entry (memo.c): that
+ * must hold only as long as every record since reused those bytes.
+ * Thread T's records go:
+ *   whole (a match), reusing (served, skipping its top), whole with its
+ *   outer stack wiped (forgets the match: not reused), then another thread
+ *   matches the whole entry (so that it is looked at first), then T reuses
+ *   again: its top is the wiped one, so it comes out as the wiped record;
+ *   whole again (a match), then a record reusing only the outer half, its
+ *   own bytes wiped past the first 160, another thread's match, then T
+ *   reusing all but 160 bytes: the entry's reads between 160 bytes and the
+ *   half were not reused every time since the match, so they are checked,
+ *   and it comes out as the half-wiped record did.
  */
 struct reuse_step {
 	uint64_t frames, hits;
@@ -481,9 +487,10 @@ static void test_reuse_memo(struct hp_proc *pr, const uint8_t *rec, uint32_t len
 	const struct heapprofd_rec_alloc *a = (const void *)rec;
 	struct heapprofd_rec_alloc *whole = malloc(len), *wiped = malloc(len);
 	struct heapprofd_rec_alloc *other = malloc(len), *t = malloc(len);
-	struct reuse_step st[5];
+	struct heapprofd_rec_alloc *half = malloc(len);
+	struct reuse_step st[9];
 	uint64_t seq = 5000000;
-	uint32_t k, tlen, own;
+	uint32_t k, tlen, own, kh, hlen;
 	int fed = 1;
 
 	/* All but the innermost 160 bytes reused. */
@@ -502,18 +509,38 @@ static void test_reuse_memo(struct hp_proc *pr, const uint8_t *rec, uint32_t len
 	t->hdr.flags |= HEAPPROFD_ALLOC_STACK_REUSED;
 	t->stack_len = own;
 	t->stack_reused = k;
+	/* The outer half reused, the own bytes wiped past the first 160. */
+	kh = (k / 2) & ~7U;
+	hlen = (uint32_t)(sizeof(*half) + a->stack_len - kh + 7) & ~7U;
+	memset(half, 0, len);
+	memcpy(half, whole, sizeof(*half) + own);
+	half->hdr.len = hlen;
+	half->hdr.flags |= HEAPPROFD_ALLOC_STACK_REUSED;
+	half->stack_len = a->stack_len - kh;
+	half->stack_reused = kh;
 	fed &= reuse_feed(pr, whole, len, &seq, &st[0]);
 	fed &= reuse_feed(pr, t, tlen, &seq, &st[1]);
 	fed &= reuse_feed(pr, wiped, len, &seq, &st[2]);
 	fed &= reuse_feed(pr, other, len, &seq, &st[3]);
 	fed &= reuse_feed(pr, t, tlen, &seq, &st[4]);
+	fed &= reuse_feed(pr, whole, len, &seq, &st[5]);
+	fed &= reuse_feed(pr, half, hlen, &seq, &st[6]);
+	fed &= reuse_feed(pr, other, len, &seq, &st[7]);
+	fed &= reuse_feed(pr, t, tlen, &seq, &st[8]);
 	ok(fed && k && st[0].hits == 1 && st[1].hits == 1 && st[3].hits == 1 &&
 	   st[1].frames == st[0].frames && st[2].frames < st[0].frames &&
 	   st[4].frames == st[2].frames,
-	   "%s: a reusing record skips the memo's reads in its top only right after its thread "
-	   "matched (frames: whole %llu, reusing %llu, wiped %llu, reusing after it %llu)", what,
+	   "%s: a reusing record skips the memo's reads in its top only while its thread's match "
+	   "holds (frames: whole %llu, reusing %llu, wiped %llu, reusing after it %llu)", what,
 	   (unsigned long long)st[0].frames, (unsigned long long)st[1].frames,
 	   (unsigned long long)st[2].frames, (unsigned long long)st[4].frames);
+	ok(fed && st[5].hits == 1 && st[7].hits == 1 && st[6].frames < st[5].frames &&
+	   st[8].frames == st[6].frames,
+	   "%s: ... and only from where every record since the match reused the bytes "
+	   "(frames: whole %llu, half reused and wiped %llu, reusing after it %llu)", what,
+	   (unsigned long long)st[5].frames, (unsigned long long)st[6].frames,
+	   (unsigned long long)st[8].frames);
+	free(half);
 	free(whole);
 	free(wiped);
 	free(other);
