@@ -39,6 +39,28 @@ static inline void hp_bump(uint64_t *c, uint64_t d)
 	__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + d, __ATOMIC_RELEASE);
 }
 
+/*
+ * Sums of a profile's values: a profile read from a file may carry any
+ * int64 (report, symbolize), so they saturate instead of overflowing.
+ */
+static inline int64_t hp_sat_add(int64_t a, int64_t b)
+{
+	int64_t r;
+
+	if (!__builtin_add_overflow(a, b, &r))
+		return r;
+	return b > 0 ? INT64_MAX : INT64_MIN;
+}
+
+static inline int64_t hp_sat_sub(int64_t a, int64_t b)
+{
+	int64_t r;
+
+	if (!__builtin_sub_overflow(a, b, &r))
+		return r;
+	return b < 0 ? INT64_MAX : INT64_MIN;
+}
+
 /* ---- parse.c ---------------------------------------------------------- */
 
 struct hp_parsed {

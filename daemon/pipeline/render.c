@@ -161,7 +161,7 @@ int hp_svg_write(const struct hp_prof *p, int metric, const char *title, FILE *f
 
 		if (s->v[metric] <= 0)
 			continue;
-		root.value += s->v[metric];
+		root.value = hp_sat_add(root.value, s->v[metric]);
 		for (k = (int64_t)s->nlocs - 1; k >= 0 && n; k--) {
 			int64_t nf = hp_prof_loc_frames(p, s->locs[k]), q;
 
@@ -173,7 +173,7 @@ int hp_svg_write(const struct hp_prof *p, int metric, const char *title, FILE *f
 				nm = hp_intern((struct hp_strtab *)&p->strs, nm);
 				n = nm ? fchild(n, nm) : NULL;
 				if (n)
-					n->value += s->v[metric];
+					n->value = hp_sat_add(n->value, s->v[metric]);
 			}
 		}
 	}
@@ -221,7 +221,7 @@ static int agg_cmp(const void *a, const void *b)
 static void human(char *b, size_t l, int64_t v)
 {
 	const char *u[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-	double d = (double)(v < 0 ? -v : v);
+	double d = v < 0 ? -(double)v : (double)v;
 	int i = 0;
 
 	while (d >= 1024 && i < 4) {
@@ -338,8 +338,8 @@ int hp_text_write(const struct hp_prof *p, int top, FILE *f)
 			hp_hmap_put(&idx, k1, k2, a);
 		}
 		for (j = 0; j < HP_NV; j++) {
-			a->v[j] += s->v[j];
-			tot[j] += s->v[j];
+			a->v[j] = hp_sat_add(a->v[j], s->v[j]);
+			tot[j] = hp_sat_add(tot[j], s->v[j]);
 		}
 	}
 	for (i = 0; i < p->ncomments; i++)

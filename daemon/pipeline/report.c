@@ -81,7 +81,9 @@ static int add_all(struct hp_prof *dst, struct hp_hmap *locidx, struct hp_hmap *
 			hp_hmap_put(stkidx, h1, h2, (void *)si);
 		}
 		for (j = 0; j < HP_NV; j++)
-			dst->samples[si - 1].v[j] += sign * s->v[j];
+			dst->samples[si - 1].v[j] = sign > 0 ?
+				hp_sat_add(dst->samples[si - 1].v[j], s->v[j]) :
+				hp_sat_sub(dst->samples[si - 1].v[j], s->v[j]);
 	}
 	free(stk);
 	return 0;

@@ -64,9 +64,12 @@ $(PL_TDIR)/fuzz_pprof: $(PL_TDEPS)
 		-fno-sanitize-recover=undefined $(PIPELINE_CFLAGS) -o $@ $(PL_TSRC)/fuzz_pprof.c \
 		$(PL_LIBSRC) $(PIPELINE_LIBS)
 
-# $(1) target, $(2) runs, $(3) seconds, $(4) TAP number, $(5) what
+# $(1) target, $(2) runs, $(3) seconds, $(4) TAP number, $(5) what. Inputs
+# that once crashed a target (tests/regress-TARGET, kept in git) are run
+# first, every time.
 PL_RUN_FUZZ = mkdir -p $(PL_TDIR)/corpus-$(1) && cd $(PL_TDIR) && \
-	if ./$(1) -runs=$(2) -max_total_time=$(3) -max_len=4096 corpus-$(1) > $(1).log 2>&1; \
+	if ./$(1) -runs=$(2) -max_total_time=$(3) -max_len=4096 corpus-$(1) \
+		$(wildcard $(PL_TSRC)/regress-$(1)) > $(1).log 2>&1; \
 	then echo "ok $(4) - $(5): $$(grep -o 'Done [0-9]* runs' $(1).log) without a crash"; \
 	else echo "not ok $(4) - $(5): crash, see $(PL_TDIR)/$(1).log"; tail -30 $(1).log | sed 's/^/\# /'; fi
 
