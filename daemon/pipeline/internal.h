@@ -314,8 +314,6 @@ size_t hp_unwinder_mem(const struct hp_unwinder *u);
 struct hp_reuse;	/* per process; the feeding thread only */
 struct hp_reuse *hp_reuse_new(void);
 void hp_reuse_free(struct hp_reuse *r);
-/* A record's stack: its own bytes, then top_len bytes of its thread's
- * previous stack (none if it reused nothing or that stack is unknown). */
 /*
  * A memo entry one of the thread's earlier records matched, and the lowest
  * stack address whose bytes have stayed the same since: every record after
@@ -329,6 +327,8 @@ struct hp_reuse_match {
 
 #define HP_REUSE_MATCHES 4	/* the thread's latest matches, newest first */
 
+/* A record's stack: its own bytes, then top_len bytes of its thread's
+ * previous stack (none if it reused nothing or that stack is unknown). */
 struct hp_stack_view {
 	const uint8_t *own, *top;
 	uint32_t own_len, top_len;
@@ -336,8 +336,8 @@ struct hp_stack_view {
 	 * known). The caller tells them what this record matched with
 	 * hp_reuse_matched(). */
 	const struct hp_reuse_match *matched;
-	void *saved;
-	uint64_t sp;
+	void *saved;		/* reuse.c's: the thread's saved top */
+	uint64_t sp;		/* the record's sp */
 };
 /*
  * a: a validated ALLOC record (private memory) and stack its stack bytes.
@@ -348,8 +348,8 @@ struct hp_stack_view {
  */
 int hp_reuse_view(struct hp_reuse *r, const struct heapprofd_rec_alloc *a,
 		  const uint8_t *stack, struct hp_stack_view *v);
-/* The record whose view v is matched memo entry id (its thread's next
- * record may skip the reads in its top; see hp_memo_lookup). */
+/* The record whose view v is matched memo entry id (its thread's later
+ * records may skip the entry's reads in their tops; see hp_memo_lookup). */
 void hp_reuse_matched(const struct hp_stack_view *v, uint64_t id);
 /* The record made whole: hp_reuse_whole_len(v) bytes at out. */
 size_t hp_reuse_whole_len(const struct hp_stack_view *v);
