@@ -43,12 +43,11 @@ static void child(void)
 	int was_live = hp_sess.live;
 
 	hp_session_forget_child();	/* also re-inits hp_lock */
-	/* The parent's sampled blocks are not the child's daemon's business,
-	 * but marked ones must still be recognised (mark.h). */
-	if (hp_mark_key)
-		hp_freeset_fork_quiet(&hp_fs_malloc);
-	else
-		hp_freeset_reset(&hp_fs_malloc);
+	/* The parent's sampled blocks are not the child's daemon's business:
+	 * its marked ones are of an older generation, so quiet (mark.h), and
+	 * the set (no marking) forgets the others. */
+	hp_mark_gen = (hp_mark_gen + 1) & HP_MARK_GEN_MASK;
+	hp_freeset_reset(&hp_fs_malloc);
 	hp_heaps_fork_child();
 	/* A fresh sampler state at the next allocation (an inherited
 	 * countdown of 0 would count as a sample). */

@@ -157,7 +157,7 @@ static void grow_filter(struct hp_freeset *fs)
 	publish_filter(fs);
 }
 
-static int lookup_masked(struct hp_freeset *fs, uint64_t mask, uint64_t key)
+int hp_freeset_lookup(struct hp_freeset *fs, uint64_t key)
 {
 	const struct hp_fs_table *t;
 	uint32_t e;
@@ -173,19 +173,9 @@ static int lookup_masked(struct hp_freeset *fs, uint64_t mask, uint64_t key)
 		__atomic_fetch_sub(&fs->readers[e & 1], 1, __ATOMIC_RELEASE);
 	}
 	t = __atomic_load_n(&fs->table, __ATOMIC_SEQ_CST);
-	r = t && hp_fs_table_has_masked(t, mask, key);
+	r = t && hp_fs_table_has(t, key);
 	__atomic_fetch_sub(&fs->readers[e & 1], 1, __ATOMIC_RELEASE);
 	return r;
-}
-
-int hp_freeset_lookup(struct hp_freeset *fs, uint64_t key)
-{
-	return lookup_masked(fs, ~0ULL, key);
-}
-
-int hp_freeset_lookup_marked(struct hp_freeset *fs, uint64_t key)
-{
-	return lookup_masked(fs, ~HP_FS_QUIET, key);
 }
 
 /* Wait until no lookup can still be in a table unpublished before this
@@ -204,7 +194,7 @@ static int grow(struct hp_freeset *fs)
 	struct hp_fs_table *old = fs->table, *t;
 	uint64_t n = HP_FS_MIN_SLOTS, i;
 
-	while (old && n < 4 * (old->live + fs->reserved + 1))
+	while (old && n < 4 * (old->live + 1))
 		n <<= 1;
 	t = fs->spare;
 	if (t && t->mask + 1 == n) {
@@ -237,29 +227,21 @@ static int grow(struct hp_freeset *fs)
 	return 0;
 }
 
-/* Would one more entry (besides those reserved) load the table past half?
- * (lock held) */
+/* Would one more entry load the table past half? (lock held) */
 static int full(const struct hp_freeset *fs)
 {
-	return !fs->table || 2 * (fs->table->used + fs->reserved + 1) > fs->table->mask + 1;
+	return !fs->table || 2 * (fs->table->used + 1) > fs->table->mask + 1;
 }
 
-/* Put key in, on a reservation (which left room for it) or not. */
-static int insert_entry(struct hp_freeset *fs, uint64_t key, int reserved)
+int hp_freeset_insert(struct hp_freeset *fs, uint64_t key)
 {
 	int ret = 0;
 
 	if (key <= HP_FS_TOMB)
 		return -1;
 	pthread_mutex_lock(&fs->lock);
-	if (reserved)
-		fs->reserved--;
-	else if (full(fs) && grow(fs)) {
+	if (full(fs) && grow(fs)) {
 		ret = -1;
-		goto out;
-	}
-	if (fs->nofilter) {
-		table_put(fs->table, key);
 		goto out;
 	}
 	if (!fs->fbits)
@@ -277,57 +259,6 @@ static int insert_entry(struct hp_freeset *fs, uint64_t key, int reserved)
 out:
 	pthread_mutex_unlock(&fs->lock);
 	return ret;
-}
-
-void hp_freeset_no_filter(struct hp_freeset *fs)
-{
-	pthread_mutex_lock(&fs->lock);
-	fs->nofilter = 1;
-	pthread_mutex_unlock(&fs->lock);
-}
-
-int hp_freeset_insert(struct hp_freeset *fs, uint64_t key)
-{
-	return insert_entry(fs, key, 0);
-}
-
-int hp_freeset_reserve(struct hp_freeset *fs)
-{
-	int64_t c = __atomic_load_n(&fs->credits, __ATOMIC_RELAXED);
-	int ret = 0;
-
-	/* A promise already counted in reserved: the room for it is there,
-	 * and every growth of the table (under the lock) keeps it there. */
-	while (c > 0)
-		if (__atomic_compare_exchange_n(&fs->credits, &c, c - 1, 1, __ATOMIC_RELAXED,
-						__ATOMIC_RELAXED))
-			return 0;
-	pthread_mutex_lock(&fs->lock);
-	/* This one and a batch ahead; if the table cannot grow that far,
-	 * this one alone. */
-	fs->reserved += HP_FS_CREDITS;
-	if (full(fs) && grow(fs)) {
-		fs->reserved -= HP_FS_CREDITS;
-		if (full(fs) && grow(fs))
-			ret = -1;
-		else
-			fs->reserved++;
-	} else {
-		__atomic_add_fetch(&fs->credits, HP_FS_CREDITS - 1, __ATOMIC_RELAXED);
-	}
-	pthread_mutex_unlock(&fs->lock);
-	return ret;
-}
-
-void hp_freeset_unreserve(struct hp_freeset *fs)
-{
-	/* Back to the pool: still promised. */
-	__atomic_add_fetch(&fs->credits, 1, __ATOMIC_RELAXED);
-}
-
-void hp_freeset_insert_reserved(struct hp_freeset *fs, uint64_t entry)
-{
-	insert_entry(fs, entry, 1);	/* cannot fail: the room is there */
 }
 
 /*
@@ -353,17 +284,15 @@ static void clear_slot(struct hp_fs_table *t, uint64_t i)
 	} while (t->slots[i] == HP_FS_TOMB);
 }
 
-/* The slot of the first entry v with (v & mask) == want, or -1 (lock
- * held). The hash ignores the flag bits, so every such entry lies on
- * want's probe chain. */
-static int64_t find(const struct hp_fs_table *t, uint64_t mask, uint64_t want)
+/* The slot of an entry key, or -1 (lock held). */
+static int64_t find(const struct hp_fs_table *t, uint64_t key)
 {
-	uint64_t i = hp_fs_hash(want) >> t->shift;
+	uint64_t i = hp_fs_hash(key) >> t->shift;
 
 	for (;;) {
 		uint64_t v = t->slots[i];
 
-		if (v > HP_FS_TOMB && (v & mask) == want)
+		if (v == key)
 			return (int64_t)i;
 		if (v == HP_FS_EMPTY)
 			return -1;
@@ -371,8 +300,7 @@ static int64_t find(const struct hp_fs_table *t, uint64_t mask, uint64_t want)
 	}
 }
 
-/* Take out the first entry v with (v & mask) == want; *was = v. */
-static int remove_match(struct hp_freeset *fs, uint64_t mask, uint64_t want, uint64_t *was)
+int hp_freeset_remove(struct hp_freeset *fs, uint64_t key)
 {
 	struct hp_fs_table *t;
 	int64_t at;
@@ -383,18 +311,13 @@ static int remove_match(struct hp_freeset *fs, uint64_t mask, uint64_t want, uin
 	t = fs->table;
 	if (!t)
 		goto out;
-	at = find(t, mask, want);
+	at = find(t, key);
 	if (at >= 0) {
-		if (was)
-			*was = t->slots[at];
 		clear_slot(t, (uint64_t)at);
 		t->live--;
 		found = 1;
-		if (fs->nofilter)
-			goto out;
-		/* 255 is sticky: the count is no longer known. (The flag
-		 * bits do not change the counter: the hash ignores them.) */
-		f = counter_at(fs, fs->farr, fs->fbits, want);
+		/* 255 is sticky: the count is no longer known. */
+		f = counter_at(fs, fs->farr, fs->fbits, key);
 		/* Release: a lookup that reads a zero written here must also
 		 * read every filter word published before this remove (it may
 		 * hold a word two growths old, for which this array was
@@ -412,66 +335,6 @@ static int remove_match(struct hp_freeset *fs, uint64_t mask, uint64_t want, uin
 out:
 	pthread_mutex_unlock(&fs->lock);
 	return found;
-}
-
-int hp_freeset_remove(struct hp_freeset *fs, uint64_t key)
-{
-	return remove_match(fs, ~0ULL, key, NULL);
-}
-
-int hp_freeset_take(struct hp_freeset *fs, uint64_t key, uint64_t held, uint64_t *flags)
-{
-	uint64_t v = 0;
-	int found = remove_match(fs, ~HP_FS_QUIET, key | held, &v);
-
-	if (flags)
-		*flags = v & HP_FS_FLAGS;
-	return found;
-}
-
-/* Set (on) or clear the held flag of key's entry. */
-static int set_held(struct hp_freeset *fs, uint64_t key, int on, uint64_t *flags)
-{
-	int64_t at = -1;
-
-	pthread_mutex_lock(&fs->lock);
-	if (fs->table)
-		at = find(fs->table, ~HP_FS_QUIET, on ? key : key | HP_FS_HELD);
-	if (at >= 0) {
-		uint64_t v = fs->table->slots[at];
-
-		if (flags)
-			*flags = v & HP_FS_FLAGS;
-		__atomic_store_n(&fs->table->slots[at], on ? v | HP_FS_HELD : v & ~HP_FS_HELD,
-				 __ATOMIC_RELEASE);
-	}
-	pthread_mutex_unlock(&fs->lock);
-	return at >= 0;
-}
-
-int hp_freeset_hold(struct hp_freeset *fs, uint64_t key, uint64_t *flags)
-{
-	return set_held(fs, key, 1, flags);
-}
-
-void hp_freeset_unhold(struct hp_freeset *fs, uint64_t key)
-{
-	set_held(fs, key, 0, NULL);
-}
-
-void hp_freeset_fork_quiet(struct hp_freeset *fs)
-{
-	struct hp_fs_table *t = fs->table;
-	uint64_t i;
-
-	pthread_mutex_init(&fs->lock, NULL);
-	fs->readers[0] = fs->readers[1] = 0;
-	/* The child's one thread holds no reservation. */
-	fs->reserved = 0;
-	fs->credits = 0;
-	for (i = 0; t && i <= t->mask; i++)
-		if (t->slots[i] > HP_FS_TOMB)
-			t->slots[i] = (t->slots[i] | HP_FS_QUIET) & ~HP_FS_HELD;
 }
 
 uint64_t hp_freeset_live(struct hp_freeset *fs)

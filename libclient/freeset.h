@@ -36,12 +36,13 @@
  * An address is inserted after the allocator returned it and removed before
  * it is handed back to the allocator, so a reader that can see an address
  * (it got it from the program) sees the table it was inserted into. The one
- * exception is realloc of a block that is not marked (hooks.c: another
- * allocator than glibc's), which removes the old address only after the
- * real realloc succeeded: another thread may then insert the same address
- * first. The set is a multiset for that reason: every insert adds one entry
- * and every remove takes one away. (A marked block's entry is held across
- * its realloc instead; see below.)
+ * exception is realloc (hooks.c), which removes the old address only after
+ * the real realloc succeeded: another thread may then insert the same
+ * address first. The set is a multiset for that reason: every insert adds
+ * one entry and every remove takes one away.
+ *
+ * The set serves allocators other than glibc's, and heaps a program
+ * registers (heaps.c); glibc's sampled blocks are marked instead (mark.h).
  */
 #ifndef HP_FREESET_H
 #define HP_FREESET_H
@@ -55,7 +56,6 @@
 #define HP_FS_FILTER_BITS_MAX 18	/* 256 KiB at most */
 #define HP_FS_FILTER_LOAD_SHIFT 3	/* grow past one entry per 8 counters */
 #define HP_FS_MIN_SLOTS 1024
-#define HP_FS_CREDITS 32		/* reservations promised per lock */
 
 struct hp_fs_table {
 	uint64_t mask;
@@ -82,18 +82,6 @@ struct hp_freeset {
 	 * system calls and page faults (the tombstones that frees leave in
 	 * the middle of probe chains still call for a rebuild now and then). */
 	struct hp_fs_table *spare;
-	uint64_t reserved;		/* room promised to coming inserts */
-	/*
-	 * Promises made ahead, counted in reserved: hp_freeset_reserve takes
-	 * one with a compare-and-swap, and takes the lock only to make
-	 * HP_FS_CREDITS more (a sampled malloc would otherwise lock the set
-	 * twice: to reserve, then to insert).
-	 */
-	int64_t credits;
-	/* No filter is kept (a set of marked blocks, found by their marks):
-	 * its pages stay untouched, and its word stays 0, so the filter
-	 * answers no for every key (not to be asked). */
-	int nofilter;
 	uint64_t bytes;			/* memory held by tables */
 	uint64_t tables_mapped;		/* mmaps of tables, ever */
 	uint64_t rebuilds;		/* tables built, ever */
@@ -126,16 +114,15 @@ static inline const uint8_t *hp_fs_counter(const struct hp_freeset *fs, uint64_t
 	return &fs->filter[(w >> 8) & 1][hp_fs_hash(key) >> (w & 63)];
 }
 
-/* Is there an entry v with (v & mask) == key? (Lock-free.) */
-static inline int hp_fs_table_has_masked(const struct hp_fs_table *t, uint64_t mask,
-					 uint64_t key)
+/* Is key in the table? (Lock-free.) */
+static inline int hp_fs_table_has(const struct hp_fs_table *t, uint64_t key)
 {
 	uint64_t i = hp_fs_hash(key) >> t->shift;
 
 	for (;;) {
 		uint64_t v = __atomic_load_n(&t->slots[i], __ATOMIC_RELAXED);
 
-		if (v > HP_FS_TOMB && (v & mask) == key)
+		if (v == key)
 			return 1;
 		if (v == HP_FS_EMPTY)
 			return 0;
@@ -197,43 +184,6 @@ int hp_freeset_remove(struct hp_freeset *fs, uint64_t key);
 /* Forget everything (fork child; single-threaded). */
 void hp_freeset_reset(struct hp_freeset *fs);
 
-/*
- * The set of marked blocks (hooks.c, mark.h) keeps two flags in an entry,
- * in bits the hash ignores (it starts at bit 3; marked addresses are
- * 16-aligned): HP_FS_QUIET, a block the daemon was not told of, whose free
- * writes no record; HP_FS_HELD, a block whose realloc is under way, which
- * no free or lookup of its address may take for marked (glibc may hand the
- * address out again before the realloc returns) but which a fork child
- * still owns.
- *
- * A marked block must never be missing from the set, so the room for its
- * entry is reserved before the block is made: hp_freeset_reserve fails
- * (no memory for a larger table) before anything is marked, and
- * hp_freeset_insert_reserved cannot fail.
- */
-#define HP_FS_HELD 2ULL
-#define HP_FS_QUIET 4ULL
-#define HP_FS_FLAGS (HP_FS_HELD | HP_FS_QUIET)
-
-/* Keep no filter from now on (hp_freeset_filter and _maybe must then not
- * be used). */
-void hp_freeset_no_filter(struct hp_freeset *fs);
-int hp_freeset_reserve(struct hp_freeset *fs);	/* -1: no memory; lock-free mostly */
-void hp_freeset_unreserve(struct hp_freeset *fs);
-void hp_freeset_insert_reserved(struct hp_freeset *fs, uint64_t entry);
-/* Remove key's entry, held (held = HP_FS_HELD) or not (0), quiet or not;
- * its flags in *flags. 0 if there is none. */
-int hp_freeset_take(struct hp_freeset *fs, uint64_t key, uint64_t held, uint64_t *flags);
-/* Hold key's entry (not held) for a realloc, or let it go again. */
-int hp_freeset_hold(struct hp_freeset *fs, uint64_t key, uint64_t *flags);
-void hp_freeset_unhold(struct hp_freeset *fs, uint64_t key);
-/* Lock-free: is key a marked block alive (an entry, quiet or not, not
- * held)? */
-int hp_freeset_lookup_marked(struct hp_freeset *fs, uint64_t key);
-/* In a fork child (one thread): every entry quiet (the child's daemon
- * never saw them), none held (the realloc was another thread's), the lock
- * and the reader counts fresh. */
-void hp_freeset_fork_quiet(struct hp_freeset *fs);
 uint64_t hp_freeset_live(struct hp_freeset *fs);
 
 #endif /* HP_FREESET_H */

@@ -42,16 +42,15 @@
 
 __thread struct hp_thread hp_self HP_TLS;
 /*
- * The sampled blocks alive. With marking (glibc's allocator, mark.h): all
- * marked blocks, those the daemon was not told of as quiet entries (the
- * ring was full, the heap is left out, a fork child inherited them), whose
- * free writes no record; the free path finds its candidates by their mark.
- * Without marking (another allocator): the blocks the daemon knows, found
- * by the free path through the set's filter.
+ * The sampled blocks alive that the daemon knows, when blocks cannot be
+ * marked (another allocator than glibc's): the free path finds them
+ * through the set's filter. With marking (mark.h) the set stays empty: a
+ * marked block carries its own state.
  */
 struct hp_freeset hp_fs_malloc;
 uint64_t hp_mark_key;
 int hp_marks_made;
+uint32_t hp_mark_gen;
 /* A dispatch update ran after hp_marks_made was set (decide()). */
 static int marks_ready;
 
@@ -212,16 +211,19 @@ static int usable_size_ok(void *p)
  * chunk header: the size field without its 3 flag bits, less one more word
  * for an mmap'ed chunk (flag bit 1, rare: a branch costs less than the
  * arithmetic). */
-static inline size_t glibc_bytes8(const void *p)
+static inline size_t glibc_bytes8_of(size_t h)
 {
-	size_t h = ((const size_t *)p)[-1];
-
 	if (unlikely(h & 2)) {
 		/* The empty asm keeps this a branch (not a cmov). */
 		__asm__ volatile("" : "+r"(h));
 		h -= 8;
 	}
 	return h & ~(size_t)7;
+}
+
+static inline size_t glibc_bytes8(const void *p)
+{
+	return glibc_bytes8_of(((const size_t *)p)[-1]);
 }
 
 static inline size_t bytes8_of(void *p)
@@ -268,14 +270,12 @@ static inline __attribute__((always_inline)) void record(void *p, size_t n,
 		goto quiet;
 	/* The daemon knows this address: its free is recorded. */
 	if (marked)
-		hp_freeset_insert_reserved(&hp_fs_malloc, key);
+		hp_mark_loud(p);
 	else
 		hp_freeset_insert(&hp_fs_malloc, key);
-	return;
 quiet:
-	/* Unknown to the daemon; a marked block must still be recognised. */
-	if (marked)
-		hp_freeset_insert_reserved(&hp_fs_malloc, key | HP_FS_QUIET);
+	/* Unknown to the daemon: a marked block stays quiet (mark.h). */
+	return;
 }
 
 /* Hold back what exceeds HP_SLOW_EVERY of the countdown (internal.h). */
@@ -440,20 +440,15 @@ __attribute__((noinline, cold)) static void *slow_alloc(int kind, size_t n, size
 	count = decide(t, n, &exact);
 	marked = count && hp_mark_key;
 	/*
-	 * A marked block must have its entry: with no memory for the set, no
-	 * sample (the only way a sample is lost without a count). Nor for an
-	 * alignment the mark's offset cannot carry (mark.h), or one that
-	 * aligned_alloc may refuse where memalign, which marks use, would not.
+	 * No sample for an alignment the mark's offset cannot carry (mark.h),
+	 * or one that aligned_alloc may refuse where memalign, which marks
+	 * use, would not.
 	 */
 	if (marked && kind >= K_MEMALIGN &&
 	    (align > HP_MARK_ALIGN_MAX ||
 	     (kind == K_ALIGNED_ALLOC && (align & (align - 1)))))
 		marked = count = 0;
-	if (marked && hp_freeset_reserve(&hp_fs_malloc))
-		marked = count = 0;
 	p = marked ? marked_alloc(kind, n, align) : real_alloc(kind, n, align);
-	if (!p && marked)
-		hp_freeset_unreserve(&hp_fs_malloc);
 	if (p && count)
 		record(p, n, count, exact, marked);
 	hp_count_restore(t, &t->snap);
@@ -534,12 +529,8 @@ void hp_hooks_init(void)
 		r_free(p);
 		r_free(q);
 	}
-	if (glibc_heap) {
-		/* Marked blocks are found by their marks: the set's filter,
-		 * which would take up to 256 KiB, is never read. */
-		hp_freeset_no_filter(&hp_fs_malloc);
-		hp_mark_key = mark_key();
-	}
+	if (glibc_heap)
+		hp_mark_key = mark_key();	/* sampled blocks are marked */
 	hp_dispatch_update();
 }
 
@@ -578,43 +569,35 @@ __attribute__((noinline, cold)) static void first_free(struct hp_thread *t)
 	t->in_hook = 0;
 }
 
-/* Is u a marked block alive? (Lock-free; for malloc_usable_size.) */
-static int is_marked(void *u)
-{
-	return hp_mark_matches(u) &&
-	       hp_freeset_lookup_marked(&hp_fs_malloc, (uint64_t)(uintptr_t)u);
-}
-
 /*
- * A free whose block carries the mark: confirmed in the set, recorded if
- * the daemon knows it, counted (with the gate open), and handed back to
- * glibc at the address glibc gave out. A mark the set does not confirm
- * was forged or stale: a plain block.
+ * A free whose block carries the tag (mark.h): recorded if the daemon
+ * knows it, counted (with the gate open), unmarked, and handed back to
+ * glibc at the address glibc gave out. A tag without the key is on no
+ * block glibc or we made: the pointer goes to glibc as it is, which
+ * reports it.
  */
 __attribute__((noinline, cold)) static void free_marked(void *u, int counting)
 {
 	struct hp_thread *t = &hp_self;
-	int guard = t->in_hook, was;
+	int guard = t->in_hook;
 	struct hp_count_snap snap;
-	uint64_t flags = 0;
-	void *base = u;
+	void *base;
 	size_t b8;
 
+	if (!hp_mark_matches(u))
+		return r_free(u);
 	if (counting && unlikely(!t->registered))
 		first_free(t);
-	t->in_hook = 1;
-	hp_count_save(t, &snap);
-	was = hp_freeset_take(&hp_fs_malloc, (uint64_t)(uintptr_t)u, 0, &flags);
-	if (was && !(flags & HP_FS_QUIET) && counting)
+	if (counting && !hp_mark_quiet(u)) {
+		t->in_hook = 1;
+		hp_count_save(t, &snap);
 		hp_write_free(u, HEAPPROFD_HEAP_MALLOC, hp_next_seq());
-	hp_count_restore(t, &snap);
-	t->in_hook = guard;
-	if (was) {
-		b8 = marked_bytes8(u);
-		base = hp_mark_base(u);
-	} else {
-		b8 = glibc_bytes8(u);
+		hp_count_restore(t, &snap);
+		t->in_hook = guard;
 	}
+	b8 = marked_bytes8(u);
+	base = hp_mark_base(u);
+	hp_mark_clear(u);
 	if (counting) {
 		t->free_calls++;
 		t->free_bytes8 += b8;
@@ -669,6 +652,8 @@ static void *realloc_move(void *old, int old_marked, size_t n, int mark_new)
 		return NULL;
 	have = old_marked ? marked_bytes8(old) - 8 : hp_real_usable(old);
 	memcpy(p, old, have < n ? have : n);
+	if (old_marked)
+		hp_mark_clear(old);
 	r_free(base);
 	return p;
 }
@@ -682,11 +667,17 @@ static void *realloc_block(void *old, int old_marked, size_t n, int mark_new)
 		return r_realloc(old, n);
 	if (!n) {
 		/* glibc's realloc(p, 0): a free, and NULL. */
-		r_free(old_marked ? hp_mark_base(old) : old);
+		base = old_marked ? hp_mark_base(old) : old;
+		if (old_marked)
+			hp_mark_clear(old);
+		r_free(base);
 		return NULL;
 	}
 	if (old_marked && mark_new && hp_mark_off(old) == HP_MARK_OFF) {
-		/* Marked to marked: the offset moves with the contents. */
+		/* Marked to marked: the offset moves with the contents, and the
+		 * mark is written again (glibc copied the old one, or left it
+		 * in place). The old words are left alone meanwhile: a fork
+		 * child of this moment must still find the old block marked. */
 		if (n > SIZE_MAX - HP_MARK_OFF) {
 			errno = ENOMEM;
 			return NULL;
@@ -706,17 +697,17 @@ static void *realloc_block(void *old, int old_marked, size_t n, int mark_new)
  * was. The FREE record's seq is taken before the real realloc can give the
  * old address back to the allocator: a sample of that address by another
  * thread afterwards has a larger seq, whatever the order of the records in
- * the ring. A marked old block's entry is held meanwhile (freeset.h): once
- * glibc may hand its address out again, no free takes it for marked, and
- * a fork child still finds it. Without marking, another thread's sample
- * may put the address into the set a second time until our remove (the
- * set counts each insert).
+ * the ring. A block glibc hands out again at the old address meanwhile
+ * has glibc's size field below it, so no free takes it for marked
+ * (mark.h). Without marking, another thread's sample may put the address
+ * into the set a second time until our remove (the set counts each
+ * insert).
  */
 __attribute__((noinline, cold)) static void *realloc_slow(void *old, size_t n, int expired,
 							   int counting)
 {
 	struct hp_thread *t = &hp_self;
-	uint64_t key = (uint64_t)(uintptr_t)old, seq = 0, flags = 0;
+	uint64_t key = (uint64_t)(uintptr_t)old, seq = 0;
 	int guard = t->in_hook, was = 0, exact = 0, mark_new;
 	struct hp_count_snap snap;
 	size_t old_bytes8;
@@ -726,8 +717,8 @@ __attribute__((noinline, cold)) static void *realloc_slow(void *old, size_t n, i
 	t->in_hook = 1;
 	hp_count_save(t, &snap);
 	if (hp_mark_key) {
-		was = hp_mark_matches(old) && hp_freeset_hold(&hp_fs_malloc, key, &flags);
-		if (was && !(flags & HP_FS_QUIET) && counting)
+		was = hp_mark_matches(old);
+		if (was && !hp_mark_quiet(old) && counting)
 			seq = hp_next_seq();
 	} else if (hp_freeset_maybe(&hp_fs_malloc, key)) {
 		seq = hp_next_seq();
@@ -737,31 +728,19 @@ __attribute__((noinline, cold)) static void *realloc_slow(void *old, size_t n, i
 		count = decide(t, n, &exact);
 	/* A marked block stays marked (a quiet one if this size is not
 	 * sampled): glibc's realloc then resizes it in place or by mremap, where
-	 * making it plain would copy it. Its entry needs room first. */
+	 * making it plain would copy it. */
 	mark_new = hp_mark_key && n && (count || (was && hp_mark_off(old) == HP_MARK_OFF));
-	if (mark_new && hp_freeset_reserve(&hp_fs_malloc)) {
-		mark_new = 0;
-		if (!was)
-			count = 0;	/* a plain block stays plain, unsampled */
-	}
 	p = realloc_block(old, was, n, mark_new);
 	if (!p && n) {
-		if (mark_new)
-			hp_freeset_unreserve(&hp_fs_malloc);
-		if (was)
-			hp_freeset_unhold(&hp_fs_malloc, key);	/* still alive, still marked */
+		/* The old block is alive and as it was, marked or not. */
 		hp_count_restore(t, &snap);
 		t->in_hook = guard;
 		return NULL;
 	}
-	if (was)
-		hp_freeset_take(&hp_fs_malloc, key, HP_FS_HELD, NULL);
 	if (seq && (was || hp_freeset_remove(&hp_fs_malloc, key)))
 		hp_write_free(old, HEAPPROFD_HEAP_MALLOC, seq);
 	if (p && count)
 		record(p, n, count, exact, mark_new);
-	else if (p && mark_new)
-		hp_freeset_insert_reserved(&hp_fs_malloc, (uint64_t)(uintptr_t)p | HP_FS_QUIET);
 	hp_count_restore(t, &snap);
 	t->in_hook = guard;
 	if (counting) {
@@ -784,8 +763,9 @@ static inline void *realloc_tracked(void *old, size_t n)
 	void *p;
 
 	expired = (t->smp.countdown -= (int64_t)n) <= 0;
-	if (unlikely(expired) || (hp_mark_key ? hp_mark_matches(old) :
-				  hp_freeset_maybe(&hp_fs_malloc, (uint64_t)(uintptr_t)old)))
+	if (unlikely(expired) ||
+	    (hp_mark_key ? hp_mark_tagged(((const uint64_t *)old)[-1]) :
+	     hp_freeset_maybe(&hp_fs_malloc, (uint64_t)(uintptr_t)old)))
 		return realloc_slow(old, n, expired, 1);
 	old_bytes8 = bytes8_of(old);
 	p = r_realloc(old, n);
@@ -852,16 +832,19 @@ __attribute__((noinline, cold)) static void free_fast_rare(void *p)
 /*
  * Glibc's allocator (marking on) and no bootstrap block in existence:
  * while sampling, and after sampling while marked blocks may be alive.
- * The mark is looked for in the 16 bytes the chunk header is read from
- * (mark.h), and a call is made only for the blocks that carry it.
+ * The word below the block is read once: glibc's size field, for the
+ * count, or the tag of a marked block (mark.h), the only kind for which a
+ * call is made.
  */
 static inline __attribute__((always_inline)) void free_fast(void *p)
 {
 	if (likely(p)) {
-		if (unlikely(hp_mark_matches(p)))
+		size_t below = ((const size_t *)p)[-1];
+
+		if (unlikely(hp_mark_tagged(below)))
 			return free_marked(p, 1);
 		hp_self.free_calls++;
-		hp_self.free_bytes8 += glibc_bytes8(p);
+		hp_self.free_bytes8 += glibc_bytes8_of(below);
 		if (unlikely(!hp_self.registered))
 			return free_fast_rare(p);
 	}
@@ -1268,7 +1251,7 @@ HP_EXPORT size_t malloc_usable_size(void *p)
 		if (!hp_real_usable)
 			return 0;
 	}
-	if (unlikely(__atomic_load_n(&hp_marks_made, __ATOMIC_RELAXED)) && is_marked(p))
+	if (unlikely(__atomic_load_n(&hp_marks_made, __ATOMIC_RELAXED)) && hp_mark_matches(p))
 		return marked_bytes8(p) - 8;
 	return hp_real_usable(p);
 }

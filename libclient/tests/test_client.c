@@ -672,9 +672,11 @@ static void t_fork(void)
 	daemon_down();
 	tap_ok(rc == 0 && D.nsess == 2 && md_count_alloc(&D.s[0], 0, 2002) == 0 &&
 	       md_count_alloc(&D.s[1], 0, 2002) == 100 && md_count_alloc(&D.s[1], 0, 2003) == 0 &&
-	       D.s[1].hello.pid != D.s[0].hello.pid && count_free_of_size(&D.s[1], 2001) == 0,
-	       "client: fork with follow-forks: the child registers its own session (%d sessions)",
-	       D.nsess);
+	       D.s[1].hello.pid != D.s[0].hello.pid && count_free_of_size(&D.s[1], 2001) == 0 &&
+	       !check_frees(&D.s[1]) && count_free_of_size(&D.s[0], 2001) == 1,
+	       "client: fork with follow-forks: the child registers its own session (%d sessions); "
+	       "its free of the parent's sampled block is not recorded in it (%zu FREEs without "
+	       "their ALLOC)", D.nsess, D.nsess == 2 ? check_frees(&D.s[1]) : 0);
 	md_free(&D);
 }
 

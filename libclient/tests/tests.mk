@@ -10,9 +10,10 @@ ASAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 TSAN := -fsanitize=thread -Wno-tsan
 TDIR := $(CURDIR)/tests
 
-UNIT_PLAIN := $(TBUILD)/test_sampler $(TBUILD)/test_ring $(TBUILD)/test_freeset $(TBUILD)/test_detect
+UNIT_PLAIN := $(TBUILD)/test_sampler $(TBUILD)/test_ring $(TBUILD)/test_freeset $(TBUILD)/test_detect \
+	$(TBUILD)/test_mark
 UNIT_ASAN := $(TBUILD)/asan/test_sampler $(TBUILD)/asan/test_ring $(TBUILD)/asan/test_freeset \
-	$(TBUILD)/asan/test_detect
+	$(TBUILD)/asan/test_detect $(TBUILD)/asan/test_mark
 UNIT_TSAN := $(TBUILD)/tsan/test_ring $(TBUILD)/tsan/test_freeset
 E2E := $(TBUILD)/test_client $(TBUILD)/asan/test_client
 TARGETS := $(TBUILD)/hp_target $(TBUILD)/hp_cxx $(TBUILD)/hp_target_linked
@@ -37,6 +38,7 @@ SRC_sampler := sampler.c
 SRC_freeset := freeset.c
 SRC_ring :=
 SRC_detect := detect.c
+SRC_mark :=
 SRC_client := tests/minidaemon.c
 
 # A unit test is rebuilt when the sources it compiles in change.
