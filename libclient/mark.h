@@ -29,9 +29,11 @@
  * - QUIET: the daemon was not told of the block (its record was dropped,
  *   its heap is off, or a realloc kept it marked but unsampled), so its
  *   free writes no record;
- * - the generation: a fork child counts one more (hooks.c), so the blocks
+ * - the generation: a fork child counts one more (fork.c), so the blocks
  *   it inherited are quiet for it (its daemon never saw them) while they
- *   are still marked blocks it must free at their base.
+ *   are still marked blocks it must free at their base. (24 bits: only a
+ *   chain of 2^24 nested forks could meet its own ancestor's blocks with
+ *   the same generation again.)
  * Nothing else is kept anywhere: a block's state is written by the thread
  * that makes it, before the program sees its address, and read by the one
  * that frees it.
