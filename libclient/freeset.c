@@ -292,7 +292,7 @@ static int64_t find(const struct hp_fs_table *t, uint64_t key)
 	for (;;) {
 		uint64_t v = t->slots[i];
 
-		if (v == key)
+		if (v == key && v > HP_FS_TOMB)
 			return (int64_t)i;
 		if (v == HP_FS_EMPTY)
 			return -1;

@@ -122,7 +122,7 @@ static inline int hp_fs_table_has(const struct hp_fs_table *t, uint64_t key)
 	for (;;) {
 		uint64_t v = __atomic_load_n(&t->slots[i], __ATOMIC_RELAXED);
 
-		if (v == key)
+		if (v == key && v > HP_FS_TOMB)
 			return 1;
 		if (v == HP_FS_EMPTY)
 			return 0;

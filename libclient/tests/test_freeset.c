@@ -125,6 +125,30 @@ static void test_threads(void)
 }
 
 /* realloc may insert an address that is still in the set: a multiset. */
+/* The keys that mean "empty" and "tombstone" in the table are never
+ * members: looking them up or removing them finds nothing and changes
+ * nothing (a free of NULL in a registered heap has key 0). */
+static void test_reserved_keys(void)
+{
+	uint64_t i, live;
+	int found = 0;
+
+	hp_freeset_init(&fs);
+	for (i = 1; i <= 100; i++)
+		hp_freeset_insert(&fs, i << 4);
+	for (i = 0; i < 10; i++)
+		hp_freeset_remove(&fs, (i + 1) << 4);	/* leave tombstones */
+	live = hp_freeset_live(&fs);
+	found += hp_freeset_lookup(&fs, HP_FS_EMPTY) + hp_freeset_lookup(&fs, HP_FS_TOMB);
+	found += hp_freeset_remove(&fs, HP_FS_EMPTY) + hp_freeset_remove(&fs, HP_FS_TOMB);
+	found += hp_freeset_insert(&fs, HP_FS_EMPTY) == 0;
+	tap_ok(!found && hp_freeset_live(&fs) == live && live == 90 &&
+	       hp_freeset_lookup(&fs, 11 << 4) && !hp_freeset_lookup(&fs, 1 << 4),
+	       "freeset: keys 0 and 1 are never found, removed or inserted (%d), live stays %llu",
+	       found, (unsigned long long)hp_freeset_live(&fs));
+	hp_freeset_reset(&fs);
+}
+
 static void test_twice(void)
 {
 	int r1, r2, r3, m1, m2;
@@ -238,6 +262,7 @@ int main(void)
 	test_basic();
 	test_churn();
 	test_twice();
+	test_reserved_keys();
 	test_nlive();
 	test_filter_growth();
 	test_threads();
