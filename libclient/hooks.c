@@ -273,8 +273,10 @@ static inline __attribute__((always_inline)) void record(void *p, size_t n,
 		hp_mark_loud(p);
 	else
 		hp_freeset_insert(&hp_fs_malloc, key);
+	return;
 quiet:
-	/* Unknown to the daemon: a marked block stays quiet (mark.h). */
+	/* Unknown to the daemon: a marked block stays quiet (mark.h), a
+	 * plain one stays out of the set. */
 	return;
 }
 
