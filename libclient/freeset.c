@@ -163,6 +163,8 @@ int hp_freeset_lookup(struct hp_freeset *fs, uint64_t key)
 	uint32_t e;
 	int r;
 
+	if (key <= HP_FS_TOMB)
+		return 0;	/* the empty and tombstone marks are never keys */
 	for (;;) {
 		e = __atomic_load_n(&fs->epoch, __ATOMIC_SEQ_CST);
 		__atomic_fetch_add(&fs->readers[e & 1], 1, __ATOMIC_SEQ_CST);
@@ -292,7 +294,7 @@ static int64_t find(const struct hp_fs_table *t, uint64_t key)
 	for (;;) {
 		uint64_t v = t->slots[i];
 
-		if (v == key && v > HP_FS_TOMB)
+		if (v == key)
 			return (int64_t)i;
 		if (v == HP_FS_EMPTY)
 			return -1;
@@ -307,6 +309,8 @@ int hp_freeset_remove(struct hp_freeset *fs, uint64_t key)
 	uint8_t *f;
 	int found = 0;
 
+	if (key <= HP_FS_TOMB)
+		return 0;	/* never inserted (hp_freeset_insert) */
 	pthread_mutex_lock(&fs->lock);
 	t = fs->table;
 	if (!t)

@@ -114,7 +114,7 @@ static inline const uint8_t *hp_fs_counter(const struct hp_freeset *fs, uint64_t
 	return &fs->filter[(w >> 8) & 1][hp_fs_hash(key) >> (w & 63)];
 }
 
-/* Is key in the table? (Lock-free.) */
+/* Is key (> HP_FS_TOMB) in the table? (Lock-free.) */
 static inline int hp_fs_table_has(const struct hp_fs_table *t, uint64_t key)
 {
 	uint64_t i = hp_fs_hash(key) >> t->shift;
@@ -122,7 +122,7 @@ static inline int hp_fs_table_has(const struct hp_fs_table *t, uint64_t key)
 	for (;;) {
 		uint64_t v = __atomic_load_n(&t->slots[i], __ATOMIC_RELAXED);
 
-		if (v == key && v > HP_FS_TOMB)
+		if (v == key)
 			return 1;
 		if (v == HP_FS_EMPTY)
 			return 0;
