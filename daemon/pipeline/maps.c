@@ -214,8 +214,29 @@ int hp_maps_read(struct hp_maps *out, const struct hp_maps *old, int maps_fd,
 				break;
 		}
 		if (path[0] == '/' && ino && !strstr(path, " (deleted)")) {
-			m.elf = find_old(old, path, ino);
-			if (!m.elf) {
+			const struct hp_mapping *prev = out->n ? &out->m[out->n - 1] : NULL;
+
+			/*
+			 * A library is mapped as four or five neighbours (text,
+			 * data, relro, ...): the ELF that the first of them
+			 * opened and checked serves the others, which saves four
+			 * system calls per mapping while the process waits for
+			 * the answer to its hello. Another bias would be another
+			 * load of the file, whose build id is checked again.
+			 */
+			if (prev && prev->elf && prev->elf->ino == ino && prev->path &&
+			    !strcmp(prev->path, path)) {
+				m.elf = hp_elf_ref(prev->elf);
+				set_bias(&m);
+				if (m.bias_ok && (!prev->bias_ok || m.bias != prev->bias) &&
+				    check_build_id(&m, mem_fd)) {
+					hp_elf_put(m.elf);
+					m.elf = NULL;
+					m.bias_ok = 0;
+				}
+			} else if ((m.elf = find_old(old, path, ino))) {
+				set_bias(&m);
+			} else {
 				m.elf = open_elf(&m, path, maj, min, ino, pid, exe_fd, c);
 				if (m.elf) {
 					set_bias(&m);
@@ -225,8 +246,6 @@ int hp_maps_read(struct hp_maps *out, const struct hp_maps *old, int maps_fd,
 						m.bias_ok = 0;
 					}
 				}
-			} else {
-				set_bias(&m);
 			}
 		}
 		if (out->n == cap) {

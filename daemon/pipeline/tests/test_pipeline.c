@@ -7,12 +7,14 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <gnu/libc-version.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -1099,6 +1101,106 @@ static void test_maps_record(void)
 	hp_proc_end(pr);
 }
 
+/*
+ * A snapshot of our own maps: a library's neighbouring mappings share the
+ * ELF the first of them opened; a mapping that claims the same file at
+ * another bias is checked against the build id in memory again (here an
+ * anonymous page of zeroes that a forged maps file calls libc).
+ */
+static void test_maps_snapshot(void)
+{
+	int maps_fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	int mem_fd = open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
+	const struct hp_mapping *first = NULL;
+	struct hp_elfcache c;
+	struct hp_maps mp;
+	char line[5000], forged[] = "/tmp/hp_maps_XXXXXX";
+	size_t i, nlibc = 0, shared = 0;
+	int fd, rc;
+	void *page;
+
+	hp_elfcache_init(&c);
+	rc = hp_maps_read(&mp, NULL, maps_fd, getpid(), -1, mem_fd, &c);
+	/* The loaded libc (our ELF cache maps the file once more, alone):
+	 * the run of neighbours with its path around the text of a function
+	 * that no sanitizer intercepts. */
+	for (i = 0; !rc && i < mp.n; i++)
+		if (mp.m[i].start <= (uintptr_t)&gnu_get_libc_version &&
+		    (uintptr_t)&gnu_get_libc_version < mp.m[i].end)
+			break;
+	if (!rc && i < mp.n && mp.m[i].path) {
+		size_t j = i;
+
+		while (j > 0 && mp.m[j - 1].end == mp.m[j].start && mp.m[j - 1].path &&
+		       !strcmp(mp.m[j - 1].path, mp.m[i].path))
+			j--;
+		first = &mp.m[j];
+		for (nlibc = 1; j + nlibc < mp.n; nlibc++) {
+			const struct hp_mapping *m = &mp.m[j + nlibc];
+
+			if (m->start != m[-1].end || !m->path || strcmp(m->path, first->path))
+				break;
+			if (m->elf && m->elf == first->elf && m->bias_ok && m->bias == first->bias)
+				shared++;
+		}
+	}
+	ok(!rc && first && first->elf && first->bias_ok && nlibc >= 2 && shared == nlibc - 1,
+	   "maps: libc's %zu mappings share the ELF its first opened (%zu)", nlibc, shared);
+
+	/* Above libc's first mapping: maps files are sorted by address. */
+	page = MAP_FAILED;
+	for (i = 1; first && page == MAP_FAILED && i < 65536; i++) {
+		page = mmap((void *)(uintptr_t)(first->end + i * 4096), 4096, PROT_READ,
+			    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+		if (page != MAP_FAILED && (uintptr_t)page != first->end + i * 4096) {
+			munmap(page, 4096);	/* an old kernel took it as a hint */
+			page = MAP_FAILED;
+		}
+	}
+	fd = mkstemp(forged);
+	if (first && page != MAP_FAILED && fd >= 0) {
+		char rest[4200];
+		struct hp_maps fm;
+		unsigned maj, min;
+		unsigned long ino;
+		struct hp_mapping pm;
+		FILE *f = fopen("/proc/self/maps", "r");
+
+		/* libc's first line as it is, then the same file "at" the page. */
+		while (f && fgets(line, sizeof(line), f))
+			if (strstr(line, "/libc.so.6") &&
+			    !hp_maps_parse_line(line, &pm, rest, sizeof(rest), &maj, &min, &ino) &&
+			    pm.start == first->start)
+				break;
+		if (f)
+			fclose(f);
+		if (dprintf(fd, "%s%llx-%llx r--p %08llx %02x:%02x %lu %s\n", line,
+			    (unsigned long long)(uintptr_t)page,
+			    (unsigned long long)(uintptr_t)page + 4096,
+			    (unsigned long long)first->off, maj, min, ino, first->path) > 0 &&
+		    !hp_maps_read(&fm, NULL, fd, getpid(), -1, mem_fd, &c)) {
+			ok(fm.n == 2 && fm.m[0].elf == first->elf && !fm.m[1].elf,
+			   "maps: the same file at another bias is checked, and refused when its build id is not in memory");
+			hp_maps_free(&fm);
+		} else {
+			ok(0, "maps: a forged maps file could be read");
+		}
+	} else {
+		ok(0, "maps: set-up for the forged maps file");
+	}
+	if (fd >= 0) {
+		close(fd);
+		unlink(forged);
+	}
+	if (page != MAP_FAILED)
+		munmap(page, 4096);
+	if (!rc)
+		hp_maps_free(&mp);
+	hp_elfcache_fini(&c);
+	close(maps_fd);
+	close(mem_fd);
+}
+
 /* ---- sigmask.c: libunwind's sigprocmask calls without system calls --------- */
 
 static volatile sig_atomic_t got_usr1;
@@ -1454,6 +1556,7 @@ int main(void)
 	test_totals_and_tools();
 	test_diff_and_symbolize();
 	test_maps_record();
+	test_maps_snapshot();
 	test_custom_heap();
 	test_garbage();
 	test_sigmask();
