@@ -175,6 +175,11 @@ int hpd_scan_attach(pid_t pid, struct hpd_rule *r, char *err, size_t errlen);
 #define HPD_WAKE_DIV		4
 #endif
 
+/* An empty ring is rewound once its producers are size / this into a lap. */
+#ifndef HPD_REWIND_DIV
+#define HPD_REWIND_DIV		16
+#endif
+
 static inline uint32_t hpd_sleep_watermark(const struct hp_ring *r)
 {
 	uint64_t wm = HPD_WAKE_DIV ? r->size / HPD_WAKE_DIV : 1;

@@ -517,6 +517,15 @@ static void drain_ring(struct hpd_session *s, int producer_gone)
 			break;	/* the tick looks again */
 		}
 		/*
+		 * Empty: send the producers back to the front of the ring
+		 * once they are a sixteenth of it into this lap (ring.h,
+		 * hp_ring_rewind), so that a program we keep up with writes
+		 * the same few pages over and over instead of faulting in
+		 * the whole ring.
+		 */
+		if (!producer_gone)
+			hp_ring_rewind(&s->ring, s->ring.size / HPD_REWIND_DIV);
+		/*
 		 * Empty: sleep unless a record slipped in. The watermark asks
 		 * producers to wake us only once a quarter of the ring is
 		 * unread; less waits for the tick (HPD_TICK_MS), so a commit

@@ -435,6 +435,35 @@ static inline int hp_ring_skip_stalled(struct hp_ring *r)
 }
 
 /*
+ * The ring is empty and the producers have gone window bytes or more into
+ * this lap: move them to the start of the next lap, so that they keep
+ * writing the few pages at the front of the data area. Each page of the
+ * data area costs a page fault (and, in the user-space transport, a page
+ * of memory) the first time it is written; a producer that the consumer
+ * keeps up with then touches only the front, however large the ring is for
+ * bursts. Everything ahead of tail is zero (the consumer zeroed it when it
+ * consumed the lap before, or it was never written), so the bytes skipped
+ * need no zeroing. tail is moved with the producers' own compare-and-swap,
+ * from the value head has: if a producer reserved in the meantime, it wins
+ * and nothing is skipped. Returns 1 if the producers were moved.
+ */
+static inline int hp_ring_rewind(struct hp_ring *r, uint64_t window)
+{
+	uint64_t t = r->chead, next;
+
+	if ((t & r->mask) < window || (t & r->mask) == 0)
+		return 0;
+	next = (t | r->mask) + 1;
+	if (!__atomic_compare_exchange_n(&r->prod->tail, &t, next, 0, __ATOMIC_ACQ_REL,
+					 __ATOMIC_RELAXED))
+		return 0;
+	r->chead = next;
+	r->ctail = next;
+	__atomic_store_n(&r->cons->head, next, __ATOMIC_RELEASE);
+	return 1;
+}
+
+/*
  * The consumer is about to sleep and wants a wake-up once watermark bytes
  * are unread (1: for any record). With a watermark above 1 it must sleep
  * with a timeout, which bounds how long fewer bytes wait. Returns 1 if it may

@@ -30,7 +30,7 @@ struct payload {
 
 static struct hp_ring ring;
 static uint64_t drops[NPROD], drop_bytes[NPROD];
-static int done;
+static int done, pause_producers;
 
 static uint64_t mix(uint32_t t, uint32_t n)
 {
@@ -62,6 +62,12 @@ static void *producer(void *arg)
 			((uint64_t *)(p + 1))[i] = p->check;
 		hp_ring_count_write(&ring, len);
 		hp_ring_commit(&ring, h);
+		if (pause_producers && n % 64 == 63) {
+			/* Let the consumer catch up: the ring runs empty. */
+			struct timespec ts = { 0, 20000 };
+
+			nanosleep(&ts, NULL);
+		}
 	}
 	__atomic_fetch_add(&done, 1, __ATOMIC_RELEASE);
 	return NULL;
@@ -85,11 +91,11 @@ static void *map_ring(uint64_t data_size)
 	return m;
 }
 
-static void test_mpsc(uint64_t data_size, int slow_consumer)
+static void test_mpsc(uint64_t data_size, int slow_consumer, int rewind)
 {
 	pthread_t th[NPROD];
 	uint32_t *next = calloc(NPROD, sizeof(*next));
-	uint64_t got = 0, got_bytes = 0, total_drops = 0, total_drop_bytes = 0;
+	uint64_t got = 0, got_bytes = 0, total_drops = 0, total_drop_bytes = 0, rewinds = 0;
 	int torn = 0, order = 0, i;
 
 	if (!map_ring(data_size)) {
@@ -98,6 +104,7 @@ static void test_mpsc(uint64_t data_size, int slow_consumer)
 	}
 	memset(drops, 0, sizeof(drops));
 	done = 0;
+	pause_producers = rewind;
 	memset(drop_bytes, 0, sizeof(drop_bytes));
 	for (i = 0; i < NPROD; i++)
 		pthread_create(&th[i], NULL, producer, (void *)(uintptr_t)i);
@@ -137,6 +144,8 @@ static void test_mpsc(uint64_t data_size, int slow_consumer)
 			torn++;
 			break;
 		}
+		if (st == HP_RING_EMPTY && rewind)
+			rewinds += hp_ring_rewind(&ring, data_size / 16);
 		/* Stop only on an empty ring seen after all producers were
 		 * done (a status read before that may be stale). */
 		if (__atomic_load_n(&done, __ATOMIC_ACQUIRE) == NPROD &&
@@ -150,9 +159,13 @@ static void test_mpsc(uint64_t data_size, int slow_consumer)
 		total_drop_bytes += drop_bytes[i];
 	}
 	tap_ok(!torn && !order,
-	       "ring: %d producers, ring %llu KiB%s: %llu records, none torn (%d) or out of order (%d)",
+	       "ring: %d producers, ring %llu KiB%s%s: %llu records, none torn (%d) or out of order (%d)",
 	       NPROD, (unsigned long long)(data_size >> 10),
-	       slow_consumer ? ", slow consumer" : "", (unsigned long long)got, torn, order);
+	       slow_consumer ? ", slow consumer" : "", rewind ? ", rewound when empty" : "",
+	       (unsigned long long)got, torn, order);
+	if (rewind)
+		tap_ok(rewinds > 0, "ring: the consumer sent the producers back to the front %llu times",
+		       (unsigned long long)rewinds);
 	tap_ok(got + total_drops == (uint64_t)NPROD * PER_THREAD &&
 	       ring.cnt->records_written == got &&
 	       ring.cnt->bytes_written == got_bytes &&
@@ -167,6 +180,83 @@ static void test_mpsc(uint64_t data_size, int slow_consumer)
 		       (unsigned long long)total_drops);
 	munmap(ring.map, ring.map_len);
 	free(next);
+}
+
+/* Is [from, to) of the data area all zero? */
+static int zero_between(uint64_t from, uint64_t to)
+{
+	for (; from < to; from++)
+		if (ring.data[from & ring.mask])
+			return 0;
+	return 1;
+}
+
+static int put_record(uint32_t len)
+{
+	struct heapprofd_rec_hdr *h = hp_ring_reserve(&ring, len, HEAPPROFD_REC_FREE);
+
+	if (!h)
+		return -1;
+	memset(h + 1, 0x5a, len - sizeof(*h));
+	hp_ring_commit(&ring, h);
+	return 0;
+}
+
+static int take_record(uint32_t *len)
+{
+	const struct heapprofd_rec_hdr *h;
+
+	if (hp_ring_peek(&ring, &h, len) != HP_RING_READY)
+		return -1;
+	hp_ring_advance(&ring, *len);
+	return 0;
+}
+
+/*
+ * hp_ring_rewind: only an empty ring whose producers are window bytes or
+ * more into a lap is rewound, to the start of the next lap; the bytes
+ * skipped are zero, and the producers write the front of the ring next.
+ */
+static void test_rewind(void)
+{
+	const uint64_t size = 64 << 10, window = 4096;
+	struct heapprofd_rec_hdr *held;
+	uint64_t t;
+	uint32_t len;
+	int i, bad = 0;
+
+	if (!map_ring(size)) {
+		tap_ok(0, "rewind: map");
+		return;
+	}
+	/* 2 KiB in: below the window, nothing happens. */
+	for (i = 0; i < 8; i++)
+		bad |= put_record(256) | take_record(&len);
+	tap_ok(!bad && !hp_ring_rewind(&ring, window) && ring.prod->tail == 2048 &&
+	       ring.cons->head == 2048, "rewind: not before the producers are a window into the lap");
+	/* Past the window, one record reserved and not committed: refused. */
+	for (i = 0; i < 24; i++)
+		bad |= put_record(256) | take_record(&len);
+	held = hp_ring_reserve(&ring, 256, HEAPPROFD_REC_FREE);
+	tap_ok(!bad && held && !hp_ring_rewind(&ring, window) && ring.prod->tail == 8192 + 256,
+	       "rewind: not while a record is reserved");
+	hp_ring_commit(&ring, held);
+	bad |= take_record(&len);
+	/* Empty, 8448 bytes into the lap: rewound to the next lap. */
+	t = ring.prod->tail;
+	i = hp_ring_rewind(&ring, window);
+	tap_ok(!bad && i && ring.prod->tail == size && ring.cons->head == size &&
+	       zero_between(t, size),
+	       "rewind: an empty ring past the window goes to the next lap (%llu -> %llu), "
+	       "the bytes skipped all zero", (unsigned long long)t,
+	       (unsigned long long)ring.prod->tail);
+	tap_ok(!hp_ring_rewind(&ring, window), "rewind: not at the start of a lap");
+	/* The producers carry on at the front; the consumer reads on. */
+	bad |= put_record(512);
+	tap_ok(!bad && ring.prod->tail == size + 512 && !take_record(&len) && len == 512 &&
+	       hp_ring_peek(&ring, &(const struct heapprofd_rec_hdr *){ NULL }, &len) == HP_RING_EMPTY,
+	       "rewind: the next record is written at the front and read back whole");
+	munmap(ring.map, ring.map_len);
 }
 
 /* A child reserves a record and dies without committing. */
@@ -376,8 +466,10 @@ static void test_wake(uint32_t timer_us)
 
 int main(void)
 {
-	test_mpsc(8 << 20, 0);
-	test_mpsc(64 << 10, 1);
+	test_mpsc(8 << 20, 0, 0);
+	test_mpsc(64 << 10, 1, 0);
+	test_mpsc(1 << 20, 0, 1);
+	test_rewind();
 	test_dead_writer();
 	test_keep();
 	test_wake(0);
