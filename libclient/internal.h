@@ -163,6 +163,7 @@ struct hp_thread {
 		uint8_t *buf;
 		uint64_t top;
 		uint32_t len, gen;
+		uint32_t same;	/* how much of the top was the same last time */
 	} shadow;
 	/*
 	 * The sampled malloc path's scratch (slow_alloc, which in_hook keeps

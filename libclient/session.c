@@ -325,6 +325,13 @@ void hp_stack_shadow_free(void)
  * record this thread wrote (its shadow)? Compared from the top down, in
  * blocks that memcmp does fast, then word by word in the block that
  * differs; a multiple of 8.
+ *
+ * Most of the time the part that was the same last time still is (the
+ * outer frames of a program stay where they are while its inner ones come
+ * and go), and it can be large: sqlite3's is 15 KiB. So that part is
+ * compared first, with one memcmp of all of it, and only the bytes below
+ * it block by block: one call instead of sixty, whose set-up cost as much
+ * as their compares. If it differs, the blocks start from the top again.
  */
 static uint32_t same_top(const struct hp_shadow *sh, uint64_t sp, uint64_t top,
 			 uint32_t gen)
@@ -339,6 +346,9 @@ static uint32_t same_top(const struct hp_shadow *sh, uint64_t sp, uint64_t top,
 		n = (uint32_t)(top - sp) & ~7U;
 	live = (const uint8_t *)(uintptr_t)top;
 	old = sh->buf + HEAPPROFD_STACK_REUSE_MAX;
+	if (sh->same >= 256 && sh->same <= n &&
+	    !memcmp(live - sh->same, old - sh->same, sh->same))
+		k = sh->same;
 	while (k + 256 <= n && !memcmp(live - k - 256, old - k - 256, 256))
 		k += 256;
 	while (k + 8 <= n && !memcmp(live - k - 8, old - k - 8, 8))
@@ -368,6 +378,7 @@ static void shadow_update(struct hp_shadow *sh, uint64_t sp, uint64_t top,
 						    HEAPPROFD_STACK_REUSE_MAX;
 	if (sh->gen != gen || sh->top != top || same > n)
 		same = 0;
+	sh->same = same;
 	/* [top - same, top) is in the shadow already. */
 	memcpy(sh->buf + HEAPPROFD_STACK_REUSE_MAX - n,
 	       (const uint8_t *)(uintptr_t)(top - n), n - same);

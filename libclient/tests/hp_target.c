@@ -605,6 +605,49 @@ static int mode_marks(void)
 	return 0;
 }
 
+/* As minidaemon.h reads them. */
+#define HP_MARK_OUTER	0x4d4b524fULL
+#define HP_MARK_INNER	0x4d4b5249ULL
+
+/*
+ * Stack reuse must send what changed, wherever it is: each malloc of
+ * 5000 + i comes from a frame that holds HP_MARK_INNER | i, below a frame
+ * with a 4 KiB buffer (as sqlite3's outer frames have) whose word near the
+ * top of the stack holds HP_MARK_OUTER | (i rounded down to 50): most
+ * samples find the whole top as it was, every fiftieth finds it changed.
+ */
+static __attribute__((noinline)) void *marks_leaf(size_t n)
+{
+	void *p = malloc(n);
+
+	touch(p, n);
+	return p;
+}
+
+static __attribute__((noinline)) void marks_inner(int i)
+{
+	volatile uint64_t mark[8];
+
+	mark[3] = HP_MARK_INNER << 32 | (uint32_t)i;
+	free(marks_leaf(5000 + (size_t)i));
+	__asm__ volatile("" : : "r"(mark) : "memory");
+}
+
+static __attribute__((noinline)) int mode_stackmarks(int n)
+{
+	volatile uint64_t outer[512];
+	int i;
+
+	memset((void *)outer, 0, sizeof(outer));
+	for (i = 0; i < n; i++) {
+		if (i % 50 == 0)
+			outer[500] = HP_MARK_OUTER << 32 | (uint32_t)i;
+		marks_inner(i);
+	}
+	__asm__ volatile("" : : "r"(outer) : "memory");
+	return 0;
+}
+
 static int mode_threads(int n)
 {
 	pthread_t th[4];
@@ -678,6 +721,12 @@ int main(int argc, char **argv)
 		return mode_threads(atoi(argv[2]));
 	if (!strcmp(m, "nothing"))
 		return 0;
+	if (!strcmp(m, "stackmarks")) {
+		int rc = mode_stackmarks(atoi(argv[2]));
+
+		__asm__ volatile("" : : : "memory");
+		return rc;
+	}
 	fprintf(stderr, "unknown mode\n");
 	return 2;
 }

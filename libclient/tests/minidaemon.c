@@ -95,12 +95,16 @@ static void add_rec(struct md_session *s, const struct heapprofd_rec_hdr *h,
 			if (!rebuild(s, &r->u.alloc, st, whole, &n, &r->reused))
 				s->stack_bad++;
 			r->u.alloc.stack_len = n;
-			for (k = 0; k + 8 <= n && r->nexe < 32; k += 8) {
+			for (k = 0; k + 8 <= n; k += 8) {
 				uint64_t w;
 
 				memcpy(&w, whole + k, 8);
-				if ((w >> 40) == 0x55 || (w >> 40) == 0x56)
+				if (((w >> 40) == 0x55 || (w >> 40) == 0x56) && r->nexe < 32)
 					r->exe_words[r->nexe++] = w;
+				if ((w >> 32) == HP_MARK_OUTER)
+					r->mark_outer = (uint32_t)w + 1ULL;
+				if ((w >> 32) == HP_MARK_INNER)
+					r->mark_inner = (uint32_t)w + 1ULL;
 			}
 		}
 	}

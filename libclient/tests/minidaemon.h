@@ -20,6 +20,9 @@ struct md_rec {
 	uint32_t reused;	/* stack bytes taken from the thread's last record */
 	uint32_t nexe;
 	uint64_t exe_words[32];	/* stack words that look like PIE text addresses */
+	/* The last stack words whose top half is HP_MARK_OUTER / HP_MARK_INNER
+	 * (hp_target's "stackmarks"), low halves + 1; 0: none. */
+	uint64_t mark_outer, mark_inner;
 	union {
 		struct heapprofd_rec_alloc alloc;
 		struct heapprofd_rec_free free;
@@ -27,6 +30,9 @@ struct md_rec {
 		struct heapprofd_rec_hdr hdr;
 	} u;
 };
+
+#define HP_MARK_OUTER	0x4d4b524fULL	/* "MKRO" */
+#define HP_MARK_INNER	0x4d4b5249ULL	/* "MKRI" */
 
 struct md_session {
 	struct hp_hello hello;

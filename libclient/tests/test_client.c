@@ -422,6 +422,41 @@ static void t_basic(void)
 	md_free(&D);
 }
 
+/*
+ * Stack reuse is exact: every record's stack, made whole from the thread's
+ * previous one, holds the words the program had on its stack at that
+ * malloc, the inner one that changes with every call and the outer one
+ * near the top that changes every fiftieth (hp_target stackmarks).
+ */
+static void t_stackmarks(void)
+{
+	char *argv[] = { target, "stackmarks", "400", NULL };
+	size_t i, n = 0, right = 0, reused = 0;
+	struct run r;
+	int rc;
+
+	daemon_up();
+	rc = run_prog(argv, ENV("HEAPPROFD_INTERVAL=1"), 1, &r, NULL, NULL);
+	daemon_down();
+	for (i = 0; D.nsess == 1 && i < D.s[0].nrec; i++) {
+		const struct md_rec *m = &D.s[0].recs[i];
+		uint64_t k;
+
+		if (m->type != HEAPPROFD_REC_ALLOC || m->u.alloc.req_size < 5000 ||
+		    m->u.alloc.req_size >= 5400)
+			continue;
+		k = m->u.alloc.req_size - 5000;
+		n++;
+		reused += !!(m->flags & HEAPPROFD_ALLOC_STACK_REUSED);
+		right += m->mark_inner == k + 1 && m->mark_outer == k - k % 50 + 1;
+	}
+	tap_ok(rc == 0 && n == 400 && right == n && reused >= 390,
+	       "client: stack reuse is exact: %zu of %zu stacks hold the words the program had "
+	       "(inner, and outer near the top, changed every 50th), %zu reused", right, n,
+	       reused);
+	md_free(&D);
+}
+
 static void t_sampled(void)
 {
 	char *argv[] = { target, "basic", "20000", "1000", NULL };
@@ -1242,7 +1277,8 @@ int main(int argc, char **argv)
 
 	{
 		static const struct { const char *name; void (*fn)(void); } tests[] = {
-			{ "basic", t_basic }, { "sampled", t_sampled },
+			{ "basic", t_basic }, { "stackmarks", t_stackmarks },
+			{ "sampled", t_sampled },
 			{ "threads", t_threads }, { "cxx", t_cxx },
 			{ "counters", t_counters }, { "countmix", t_countmix }, { "fork", t_fork },
 			{ "exec", t_exec }, { "exec_family", t_exec_family }, { "dormant", t_dormant },
