@@ -329,9 +329,9 @@ void hp_stack_shadow_free(void)
  * Most of the time the part that was the same last time still is (the
  * outer frames of a program stay where they are while its inner ones come
  * and go), and it can be large: sqlite3's is 15 KiB. So that part is
- * compared first, with one memcmp of all of it, and only the bytes below
- * it block by block: one call instead of sixty, whose set-up cost as much
- * as their compares. If it differs, the blocks start from the top again.
+ * compared first, with one memcmp of all of it (one call where the blocks
+ * took sixty), and only the bytes below it block by block. If it differs,
+ * the blocks start from the top again.
  */
 static uint32_t same_top(const struct hp_shadow *sh, uint64_t sp, uint64_t top,
 			 uint32_t gen)

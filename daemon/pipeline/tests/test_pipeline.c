@@ -1114,7 +1114,7 @@ static void test_maps_snapshot(void)
 	const struct hp_mapping *first = NULL;
 	struct hp_elfcache c;
 	struct hp_maps mp;
-	char line[5000], forged[] = "/tmp/hp_maps_XXXXXX";
+	char line[5000] = "", forged[] = "/tmp/hp_maps_XXXXXX";
 	size_t i, nlibc = 0, shared = 0;
 	int fd, rc;
 	void *page;
