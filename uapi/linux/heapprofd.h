@@ -98,13 +98,14 @@ struct heapprofd_ctl {
 
 /*
  * The producers' cache line. tail is the number of bytes ever reserved in
- * the ring (it only grows; the position in the data area is
- * tail & (data_size - 1)). Producers advance it with compare-and-swap. So
- * may the consumer, to rewind an empty ring: with head == tail it moves
- * tail from head to the start of the next lap, and then head with it, so
- * that producers keep writing the pages at the front of the data area (the
- * bytes skipped are zero already: see below). A producer whose
- * compare-and-swap fails retries at the tail it finds, whoever moved it.
+ * the ring, or skipped by a rewind (it only grows; the position in the
+ * data area is tail & (data_size - 1)). Producers advance it with
+ * compare-and-swap. So may the consumer, to rewind an empty ring: with
+ * head == tail it moves tail from head to the start of the next lap, and
+ * then head with it, so that producers keep writing the pages at the front
+ * of the data area (the bytes skipped are zero already: see below). A
+ * producer whose compare-and-swap fails retries at the tail it finds,
+ * whoever moved it.
  */
 /* Each part below fills whole 64-byte cache lines (its resv fields pad it). */
 struct heapprofd_producer {
