@@ -135,7 +135,9 @@ struct hp_elf {
 	ino_t ino;
 	char *path;
 	int is_client;		/* libheapprofd_client.so */
-	int fd;			/* -1 once mapped, unless the path cannot reopen it */
+	uid_t owner;		/* the file's owner: who could plant files beside it */
+	int fd;			/* -1 once mapped, unless the path cannot reopen it
+				 * (or it is a private copy: see elf.c) */
 	const uint8_t *img;	/* whole file, read-only */
 	size_t size;
 	uint8_t build_id[64];
@@ -176,6 +178,11 @@ void hp_elfcache_fini(struct hp_elfcache *c);
  * Open and map an ELF file. If dev/ino are nonzero the file must be that
  * inode (what /proc/<pid>/maps listed). c may be NULL (no sharing).
  */
+/*
+ * Open path (relative to dirfd) for reading only if it is a regular file,
+ * without ever opening anything else (FIFOs, devices). An fd, or -1.
+ */
+int hp_open_regular(int dirfd, const char *path);
 struct hp_elf *hp_elf_open(struct hp_elfcache *c, const char *path, int fd,
 			   dev_t dev, ino_t ino);
 struct hp_elf *hp_elf_ref(struct hp_elf *e);
@@ -223,6 +230,16 @@ struct hp_maps {
 	size_t n;
 };
 
+/* Whose files a maps snapshot opens, and how (maps.c, open_elf). */
+struct hp_target {
+	pid_t pid;
+	int proc_fd;		/* /proc/<pid> of that very process, or -1 */
+	int paths_ok;		/* may open files by the paths its maps name */
+};
+
+int hp_maps_read_at(struct hp_maps *out, const struct hp_maps *old, int maps_fd,
+		    const struct hp_target *t, int exe_fd, int mem_fd, struct hp_elfcache *c);
+/* The same for a process of our own user, by pid (tests, tools). */
 int hp_maps_read(struct hp_maps *out, const struct hp_maps *old, int maps_fd,
 		 pid_t pid, int exe_fd, int mem_fd, struct hp_elfcache *c);
 const struct hp_mapping *hp_maps_find(const struct hp_maps *mp, uint64_t addr);
@@ -243,6 +260,9 @@ struct hp_uframe {
 struct hp_unwinder;
 struct hp_unwinder *hp_unwinder_new(pid_t pid, int maps_fd, int mem_fd,
 				    int exe_fd, struct hp_elfcache *c);
+/* The same with how to open its files; takes t->proc_fd. */
+struct hp_unwinder *hp_unwinder_new_at(const struct hp_target *t, int maps_fd, int mem_fd,
+				       int exe_fd, struct hp_elfcache *c);
 void hp_unwinder_free(struct hp_unwinder *u);	/* closes the fds */
 /* Another unwinder for the same process (another worker): its own address
  * space and caches, duplicated fds, a copy of the current maps snapshot. */

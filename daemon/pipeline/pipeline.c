@@ -674,6 +674,8 @@ static void close_fds(const struct hp_proc_info *info)
 		close(info->mem_fd);
 	if (info->exe_fd >= 0)
 		close(info->exe_fd);
+	if (info->has_proc_fd && info->proc_fd >= 0)
+		close(info->proc_fd);
 }
 
 struct hp_proc *hp_proc_new(struct hp_pipeline *p, const struct hp_proc_info *info)
@@ -705,10 +707,16 @@ struct hp_proc *hp_proc_new(struct hp_pipeline *p, const struct hp_proc_info *in
 	pr->reuse = hp_reuse_new();
 	/* The first maps snapshot and the ELF files, right now (the process may
 	 * be gone by the time its samples are unwound); copies for the others. */
-	if (pr->unw)
-		pr->unw[0] = hp_unwinder_new(info->pid, info->maps_fd, info->mem_fd,
-					     info->exe_fd, &p->elfs);
-	else
+	if (pr->unw) {
+		struct hp_target t = {
+			.pid = info->pid,
+			.proc_fd = info->has_proc_fd ? info->proc_fd : -1,
+			.paths_ok = !info->foreign,
+		};
+
+		pr->unw[0] = hp_unwinder_new_at(&t, info->maps_fd, info->mem_fd,
+						info->exe_fd, &p->elfs);
+	} else
 		close_fds(info);
 	for (i = 1; pr->unw && pr->unw[0] && i < n; i++)
 		pr->unw[i] = hp_unwinder_clone(pr->unw[0]);

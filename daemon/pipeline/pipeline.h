@@ -43,6 +43,15 @@ struct hp_proc_info {
 	int mem_fd;
 	int exe_fd;
 	unsigned flags;		/* HP_PROC_* */
+	/*
+	 * The process belongs to another user than the daemon's (a system
+	 * daemon serving everybody): its files are opened only as the kernel
+	 * has them mapped (proc_fd's map_files), never by the paths its maps
+	 * name, which it controls.
+	 */
+	int foreign;
+	int has_proc_fd;	/* proc_fd is set (a 0 from memset is not an fd) */
+	int proc_fd;		/* /proc/<pid> of that very process; ownership passes */
 };
 
 /* Takes the first maps snapshot now (the process may be gone later). */
