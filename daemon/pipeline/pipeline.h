@@ -90,6 +90,15 @@ void hp_proc_set_totals(struct hp_proc *pr, const struct heapprofd_counters *cop
  */
 int hp_proc_dump(struct hp_proc *pr, const char *path_prefix, unsigned formats,
 		 unsigned which);
+/*
+ * The same, with what failed and why in why (e.g. "writing /tmp/p.svg: No
+ * space left on device", "/tmp/p.svg is a symbolic link, not a regular
+ * file: not replacing it"). The files of one profile are written all or
+ * none, each created safely (outfile.h): no link followed, no special file
+ * replaced, no partial file left.
+ */
+int hp_proc_dump_why(struct hp_proc *pr, const char *path_prefix, unsigned formats,
+		     unsigned which, char *why, size_t whylen);
 
 /* Wait until every record fed so far is accounted (tests, fuzzing). */
 void hp_proc_sync(struct hp_proc *pr);

@@ -148,20 +148,31 @@ int hp_report_main(int argc, char **argv)
 		show = &d;
 	}
 	if (!rc && svg) {
-		FILE *f = fopen(svg, "w");
+		struct hp_out o;
+		FILE *f = NULL;
 
-		if (!f || hp_svg_write(show, hp_prof_metric(show), file, f)) {
-			fprintf(stderr, "report: cannot write %s: %s\n", svg, strerror(errno));
+		if (!hp_out_open(&o, svg, 0644))
+			f = hp_out_stdio(&o);
+		if (f && (hp_svg_write(show, hp_prof_metric(show), file, f) || fflush(f)))
+			hp_out_fail(&o, EIO, "writing");
+		if (!f || hp_out_commit(&o)) {
+			hp_out_abort(&o);
+			fprintf(stderr, "report: cannot write the flame graph: %s\n", o.why);
 			rc = 1;
 		}
-		if (f && fclose(f))
-			rc = 1;
 	}
 	if (!rc) {
+		errno = 0;
 		if (folded)
 			rc = hp_folded_write(show, hp_prof_metric(show), stdout) ? 1 : 0;
 		else
 			rc = hp_text_write(show, top, stdout) ? 1 : 0;
+		/* `report > /dev/full`: the error shows at the flush, if not before. */
+		if (fflush(stdout) || rc || ferror(stdout)) {
+			fprintf(stderr, "report: writing to standard output: %s\n",
+				errno ? strerror(errno) : "write error");
+			rc = 1;
+		}
 	}
 	hp_prof_free(&a);
 	hp_prof_free(&d);
