@@ -119,6 +119,14 @@ struct hp_proc_stats {
 };
 void hp_proc_get_stats(struct hp_proc *pr, struct hp_proc_stats *st);
 
+/*
+ * A number from the command line, strictly: decimal digits only (no sign,
+ * no space, nothing after), within [min, max]. 0, or -1 with why ("'12x'
+ * is not a number", "-5 ...", "... is out of range (1 to 1099511627776)").
+ */
+int hp_parse_num(const char *s, unsigned long long min, unsigned long long max,
+		 unsigned long long *out, char *why, size_t wl);
+
 /* `heapprofctl report FILE [--top N] [--svg out.svg] [--folded] [--base OTHER]` */
 int hp_report_main(int argc, char **argv);
 /* `heapprofctl symbolize FILE [-o OUT]` */

@@ -7,12 +7,43 @@
  * graph. --base subtracts another profile, stack by stack (matched by
  * function names, so two runs of the same program compare).
  */
+#include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
+
+int hp_parse_num(const char *s, unsigned long long min, unsigned long long max,
+		 unsigned long long *out, char *why, size_t wl)
+{
+	unsigned long long v;
+	char *end;
+
+	if (!s || !*s) {
+		snprintf(why, wl, "an empty value where a number belongs");
+		return -1;
+	}
+	/* strtoull would take "-5" (and wrap it), " 5" and "+5": digits only. */
+	if (!isdigit((unsigned char)s[0])) {
+		snprintf(why, wl, "'%s' is not a number (digits only, no sign)", s);
+		return -1;
+	}
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (*end) {
+		snprintf(why, wl, "'%s' is not a number", s);
+		return -1;
+	}
+	if (errno == ERANGE || v < min || v > max) {
+		snprintf(why, wl, "%s is out of range (%llu to %llu)", s, min, max);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
 
 static void usage(FILE *f)
 {
@@ -98,13 +129,13 @@ int hp_report_main(int argc, char **argv)
 
 	for (i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--top") && i + 1 < argc) {
-			char *end;
+			unsigned long long n;
 
-			top = (int)strtol(argv[++i], &end, 10);
-			if (*end || top < 0) {
-				fprintf(stderr, "report: --top wants a number, not '%s'\n", argv[i]);
+			if (hp_parse_num(argv[++i], 0, INT_MAX, &n, why, sizeof(why))) {
+				fprintf(stderr, "report: --top: %s\n", why);
 				return 2;
 			}
+			top = (int)n;
 		} else if (!strcmp(argv[i], "--svg") && i + 1 < argc) {
 			svg = argv[++i];
 		} else if (!strcmp(argv[i], "--folded")) {
