@@ -229,8 +229,12 @@ static int request_to(struct daemon *d, const char *req, char *rep, size_t reple
 
 	last_timeout_ms = timeout_ms;
 	rep[0] = 0;
-	if (send(d->fd, req, strlen(req), MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+	/* Bounded by SO_SNDTIMEO (ctl_connect) when the daemon reads nothing. */
+	if (send(d->fd, req, strlen(req), MSG_NOSIGNAL) < 0) {
+		if (errno == EAGAIN)
+			errno = ETIMEDOUT;
 		return -1;
+	}
 	for (;;) {
 		struct pollfd pf = { d->fd, POLLIN, 0 };
 		uint64_t now = now_ms();
