@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "outfile.h"
 #include "pipeline.h"
 
 #define HP_DEFAULT_MAX_FRAMES	128
@@ -455,7 +456,10 @@ const char *hp_prof_loc_frame(const struct hp_prof *p, uint32_t loc, uint32_t k,
 
 /* ---- pprof.c / render.c ---------------------------------------------- */
 
-int hp_pprof_write(const struct hp_prof *p, const char *path);
+/* Write p to path safely (outfile.h): 0, or -errno with a reason in why. */
+int hp_pprof_write(const struct hp_prof *p, const char *path, char *why, size_t wl);
+/* Into an open output file, not committed: 0 or -errno (o->why). */
+int hp_pprof_write_out(const struct hp_prof *p, struct hp_out *o);
 int hp_pprof_read(struct hp_prof *p, const char *path, char *why, size_t wl);
 /* buf: the uncompressed profile.proto message (untrusted) */
 int hp_pprof_parse(struct hp_prof *p, const uint8_t *buf, size_t len, char *why, size_t wl);
@@ -463,8 +467,9 @@ int hp_folded_write(const struct hp_prof *p, int metric, FILE *f);
 int hp_svg_write(const struct hp_prof *p, int metric, const char *title, FILE *f);
 int hp_text_write(const struct hp_prof *p, int top, FILE *f);
 int hp_prof_metric(const struct hp_prof *p);	/* inuse_space unless all 0 */
-int hp_write_file(const char *path, int (*fn)(const struct hp_prof *, int, FILE *),
-		  const struct hp_prof *p, int arg);
+/* fn's output into o's stream, not committed: 0 or -errno (o->why). */
+int hp_write_out(struct hp_out *o, int (*fn)(const struct hp_prof *, int, FILE *),
+		 const struct hp_prof *p, int arg);
 
 /* ---- books.c ------------------------------------------------------------ */
 
