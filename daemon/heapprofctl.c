@@ -789,6 +789,12 @@ static void child_env(const struct rec_opts *o, const struct daemon *d, int dorm
 	}
 	if (d->socket[0])
 		setenv("HEAPPROFD_SOCKET", d->socket, 1);
+	/*
+	 * The user asked for this program to be profiled, by a daemon that
+	 * was checked to answer: wait for it longer than the 200 ms a program
+	 * preloaded with the client gives any daemon (a loaded machine).
+	 */
+	setenv("HEAPPROFD_HELLO_TIMEOUT_MS", "10000", 0);
 	if (!strcmp(d->transport, "socket") || o->want == 2)
 		setenv("HEAPPROFD_TRANSPORT", "socket", 1);
 	else if (!strcmp(d->transport, "kernel") || o->want == 1)

@@ -133,6 +133,7 @@ struct hpd_session {
 	uint64_t records, bytes;
 	uint64_t heaps_off[4];		/* heaps the rule leaves out (config) */
 	char end_reason[160];
+	char dump_error[600];	/* why the last dump failed (hp_proc_dump_why) */
 	void *tpriv;			/* transport's state, freed at reap */
 };
 

@@ -25,6 +25,7 @@
 
 #include "hpd.h"
 #include "ctlproto.h"
+#include "pipeline/outfile.h"
 
 struct hpd_session *hpd_sessions;
 struct hp_pipeline *hpd_pipe;
@@ -238,7 +239,9 @@ static void move_numbered(const char *prefix, const char *to)
 {
 	char pat[PATH_MAX + 32], dst[PATH_MAX + 64];
 	size_t plen = strlen(prefix);
+	char why[2 * PATH_MAX + 200];
 	glob_t g;
+	int rc;
 
 	snprintf(pat, sizeof(pat), "%s.[0-9][0-9][0-9][0-9]*", prefix);
 	if (glob(pat, GLOB_NOSORT, NULL, &g))
@@ -249,8 +252,8 @@ static void move_numbered(const char *prefix, const char *to)
 		    !numbered_suffix(g.gl_pathv[i] + plen))
 			continue;	/* or PREFIX.PID.N.*: an image moved before */
 		snprintf(dst, sizeof(dst), "%s%s", to, g.gl_pathv[i] + plen);
-		if (rename(g.gl_pathv[i], dst) < 0 && errno != ENOENT)
-			hpd_log(HPD_WARN, "rename %s: %s", g.gl_pathv[i], strerror(errno));
+		if ((rc = hp_out_rename(g.gl_pathv[i], dst, why, sizeof(why))) < 0 && rc != -ENOENT)
+			hpd_log(HPD_WARN, "%s", why);
 	}
 	globfree(&g);
 }
@@ -264,9 +267,10 @@ static void move_numbered(const char *prefix, const char *to)
  */
 static void take_main_prefix(struct hpd_session *s, struct hpd_rule *r)
 {
-	char moved[sizeof(s->prefix)];
+	char moved[sizeof(s->prefix)], why[2 * sizeof(moved) + 300];
 	struct hpd_session *p;
 	size_t k;
+	int rc;
 
 	snprintf(s->prefix, sizeof(s->prefix), "%s", r->prefix);
 	if (r->images++ == 0) {
@@ -287,8 +291,8 @@ static void take_main_prefix(struct hpd_session *s, struct hpd_rule *r)
 
 		snprintf(from, sizeof(from), "%s%s", r->prefix, profile_ext[k]);
 		snprintf(to, sizeof(to), "%s%s", moved, profile_ext[k]);
-		if (rename(from, to) < 0 && errno != ENOENT)
-			hpd_log(HPD_WARN, "rename %s: %s", from, strerror(errno));
+		if ((rc = hp_out_rename(from, to, why, sizeof(why))) < 0 && rc != -ENOENT)
+			hpd_log(HPD_WARN, "%s", why);
 	}
 	move_numbered(r->prefix, moved);
 	hpd_log(HPD_INFO, "pid %d exec'd: the earlier image's profile is %s.*", (int)s->pid, moved);
@@ -609,9 +613,11 @@ int hpd_session_dump(struct hpd_session *s, unsigned which, char *path, size_t p
 		snprintf(prefix, sizeof(prefix), "%s.%04u", s->prefix, ++s->dumps);
 	else
 		snprintf(prefix, sizeof(prefix), "%s", s->prefix);
-	rc = hp_proc_dump(s->proc, prefix, s->formats, which);
+	rc = hp_proc_dump_why(s->proc, prefix, s->formats, which, s->dump_error,
+			      sizeof(s->dump_error));
 	if (rc < 0)
-		hpd_log(HPD_ERR, "pid %d: writing %s.* failed", (int)s->pid, prefix);
+		hpd_log(HPD_ERR, "pid %d: writing %s.* failed: %s", (int)s->pid, prefix,
+			s->dump_error);
 	else
 		hpd_log(HPD_INFO, "pid %d: wrote %s.*", (int)s->pid, prefix);
 	if (path)
@@ -670,6 +676,8 @@ void hpd_session_end(struct hpd_session *s, const char *why)
 		hpc_putu(ev, sizeof(ev), "session", s->id);
 		hpc_put(ev, sizeof(ev), "prefix", path);
 		hpc_putu(ev, sizeof(ev), "ok", rc == 0);
+		if (rc)
+			hpc_put(ev, sizeof(ev), "error", s->dump_error);
 		hpc_putu(ev, sizeof(ev), "records", s->records);
 		hpc_put(ev, sizeof(ev), "reason", why ? why : "exit");
 		hpd_event(s->rule, ev);

@@ -56,6 +56,9 @@ static void wake_event(struct hpd_watch *w, uint32_t ev)
 	struct usock_conn *c = (struct usock_conn *)((char *)w - offsetof(struct usock_conn, ww));
 
 	(void)ev;
+	/* An event of the same epoll_wait batch may have ended it already. */
+	if (c->s->ending || !c->s->map)
+		return;
 	hp_ring_awake(&c->s->ring);
 	hpd_session_drain(c->s, 0);
 }

@@ -14,10 +14,12 @@
  * with one struct hp_hello_reply. From then on the connection stays open and
  * carries nothing: its end tells each side that the other is gone.
  *
- * Who sent the hello is the kernel's word, not the client's: the daemon
- * takes the sender's pid and uid from SCM_CREDENTIALS (SO_PASSCRED on its
- * end), which the kernel fills in at the send, and holds the session to
- * that process by the pidfd, which must name the same pid. The pid field
+ * Who sent the hello is the kernel's word, not the client's: the client
+ * sends SCM_CREDENTIALS beside the fds, which the kernel checks against
+ * the sender (its own pid; one of its own uids) as it sends them, and the
+ * daemon (SO_PASSCRED on its end) takes the pid and uid from there. It
+ * holds the session to that process by the pidfd, which must name the
+ * same pid. The pid field
  * below is informative only. A hello that is not answered within the
  * client's deadline (HEAPPROFD_HELLO_TIMEOUT_MS, 200 ms by default) is given
  * up: the program runs unprofiled.

@@ -93,7 +93,8 @@ static int send_hello(int sock, struct hp_session *s, int dormant,
 		      uint64_t data_size, uint64_t deadline)
 {
 	int fds[HP_HELLO_FDS_MAX], nfds = 0, i, ret = 0;
-	char cbuf[CMSG_SPACE(sizeof(fds))];
+	char cbuf[CMSG_SPACE(sizeof(fds)) + CMSG_SPACE(sizeof(struct ucred))];
+	struct ucred cred = { .pid = getpid(), .uid = getuid(), .gid = getgid() };
 	struct hp_hello hello;
 	struct hp_hello_reply reply;
 	struct msghdr m;
@@ -141,12 +142,23 @@ static int send_hello(int sock, struct hp_session *s, int dormant,
 	m.msg_iov = &iov;
 	m.msg_iovlen = 1;
 	m.msg_control = cbuf;
-	m.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
+	m.msg_controllen = CMSG_SPACE(nfds * sizeof(int)) + CMSG_SPACE(sizeof(cred));
 	cm = CMSG_FIRSTHDR(&m);
 	cm->cmsg_level = SOL_SOCKET;
 	cm->cmsg_type = SCM_RIGHTS;
 	cm->cmsg_len = CMSG_LEN(nfds * sizeof(int));
 	memcpy(CMSG_DATA(cm), fds, nfds * sizeof(int));
+	/*
+	 * Our credentials, which the kernel checks against us as it sends
+	 * them: the daemon believes these, not the hello's pid field. (Sent
+	 * explicitly: the kernel adds them by itself only if the daemon's end
+	 * asked for them before our send.)
+	 */
+	cm = CMSG_NXTHDR(&m, cm);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_CREDENTIALS;
+	cm->cmsg_len = CMSG_LEN(sizeof(cred));
+	memcpy(CMSG_DATA(cm), &cred, sizeof(cred));
 	for (;;) {
 		n = sendmsg(sock, &m, MSG_NOSIGNAL);
 		if (n >= 0 || (errno != EINTR && errno != EAGAIN))

@@ -113,6 +113,23 @@ static int run_prog(char *const argv[], const char *const *extra, int preload,
 }
 
 /* Check every ALLOC record's fields; returns the number of bad ones. */
+/* Only a pidfd's fdinfo has a "Pid:" line. */
+static int is_pidfd(int fd)
+{
+	char path[64], line[128];
+	int found = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	while (!found && fgets(line, sizeof(line), f))
+		found = !strncmp(line, "Pid:", 4);
+	fclose(f);
+	return found;
+}
+
 static size_t check_allocs(const struct md_session *s, const char **why)
 {
 	size_t i, bad = 0;
@@ -274,8 +291,11 @@ static void t_basic(void)
 		struct md_session *s = &D.s[0];
 		size_t bad = check_allocs(s, &why);
 
-		tap_ok(s->hello.nfds == 5 && s->nfds == 5 && s->hello.data_size == HEAPPROFD_DATA_SIZE_DEFAULT,
-		       "client: hello carries memfd, eventfd, maps, mem, exe");
+		tap_ok(s->hello.nfds == HP_HELLO_FDS_MAX && s->nfds == HP_HELLO_FDS_MAX &&
+		       s->hello.version == HP_PROTO_VERSION &&
+		       s->hello.data_size == HEAPPROFD_DATA_SIZE_DEFAULT &&
+		       is_pidfd(s->fds[HP_HELLO_FD_PIDFD]),
+		       "client: hello carries memfd, eventfd, maps, mem, a pidfd, exe");
 		{
 			int seals = fcntl(s->fds[0], F_GET_SEALS);
 			int shrink = ftruncate(s->fds[0], 4096) ? errno : 0;

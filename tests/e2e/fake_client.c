@@ -78,7 +78,8 @@ int main(int argc, char **argv)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
 	int sock, memfd = -1, efd = -1, fds[5], i;
-	char cbuf[CMSG_SPACE(sizeof(fds))];
+	char cbuf[CMSG_SPACE(sizeof(fds)) + CMSG_SPACE(sizeof(struct ucred))];
+	struct ucred cred;
 	struct hp_hello h;
 	struct hp_hello_reply rep;
 	struct iovec iov = { &h, sizeof(h) };
@@ -144,6 +145,7 @@ int main(int argc, char **argv)
 		snprintf(h.comm, sizeof(h.comm), "../../hp_evil");
 	else
 		snprintf(h.comm, sizeof(h.comm), "fake_%s", mode);
+	memset(cbuf, 0, sizeof(cbuf));
 	mh.msg_control = cbuf;
 	mh.msg_controllen = sizeof(cbuf);
 	cm = CMSG_FIRSTHDR(&mh);
@@ -151,6 +153,15 @@ int main(int argc, char **argv)
 	cm->cmsg_type = SCM_RIGHTS;
 	cm->cmsg_len = CMSG_LEN(sizeof(fds));
 	memcpy(CMSG_DATA(cm), fds, sizeof(fds));
+	/* The credentials the daemon believes (socket_proto.h). */
+	cred.pid = getpid();
+	cred.uid = getuid();
+	cred.gid = getgid();
+	cm = CMSG_NXTHDR(&mh, cm);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_CREDENTIALS;
+	cm->cmsg_len = CMSG_LEN(sizeof(cred));
+	memcpy(CMSG_DATA(cm), &cred, sizeof(cred));
 	if (sendmsg(sock, &mh, 0) < 0 || recv(sock, &rep, sizeof(rep), 0) != sizeof(rep)) {
 		perror("hello");
 		return 1;
