@@ -19,6 +19,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -33,6 +34,17 @@
 #define CTL_DEFAULT	"/run/heapprofd/ctl.sock"
 #define CTL_ENV		"HEAPPROFD_CTL"
 #define MSG_MAX		65536
+/*
+ * How long a daemon may take to accept us and answer a request before we
+ * give up: a stopped or frozen daemon must not hang the command. Writing a
+ * profile (dump, detach) may take longer.
+ */
+#define CTL_TIMEOUT_MS		5000
+#define CTL_DUMP_TIMEOUT_MS	120000
+/* Bounds of the numeric options (the client takes the same interval). */
+#define MAX_INTERVAL	(1ULL << 40)
+#define MAX_STACK_CAP	(8U << 20)
+#define MAX_SECS	(UINT_MAX / 1000)
 
 static int verbose;
 static int progress;		/* show progress on stderr */
@@ -61,6 +73,20 @@ static void note(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
+}
+
+/* A numeric option, strictly (hp_parse_num): anything else exits 2. */
+static unsigned long long num_opt(const char *opt, const char *arg, unsigned long long min,
+				  unsigned long long max)
+{
+	unsigned long long v;
+	char why[300];
+
+	if (hp_parse_num(arg, min, max, &v, why, sizeof(why))) {
+		fprintf(stderr, "%s: %s: %s\n", prog, opt, why);
+		exit(2);
+	}
+	return v;
 }
 
 static uint64_t now_ms(void)
@@ -160,8 +186,15 @@ static int ctl_connect(const char *path, int *err)
 		*err = errno;
 		return -1;
 	}
+	/* A full listen queue (the daemon stopped or frozen) blocks connect()
+	 * for the send timeout, then it fails with EAGAIN. */
+	{
+		struct timeval tv = { CTL_TIMEOUT_MS / 1000, 0 };
+
+		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	}
 	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
-		*err = errno;
+		*err = errno == EAGAIN || errno == EINPROGRESS ? ETIMEDOUT : errno;
 		close(fd);
 		return -1;
 	}
@@ -171,22 +204,56 @@ static int ctl_connect(const char *path, int *err)
 /* Handle one message from the daemon: events go to on_event. */
 static int recv_msg(int fd, char *buf, size_t len)
 {
-	ssize_t n = recv(fd, buf, len - 1, 0);
+	ssize_t n;
 
+	errno = 0;
+	n = recv(fd, buf, len - 1, MSG_DONTWAIT);
 	if (n <= 0)
 		return -1;
 	buf[n] = 0;
 	return 0;
 }
 
-/* Send a request and wait for its reply; events meanwhile go to on_event. */
-static int request(struct daemon *d, const char *req, char *rep, size_t replen)
+/*
+ * Send a request and wait up to timeout_ms for its reply; events meanwhile
+ * go to on_event. 0 ok, 1 refused (rep says why), -1 no answer: errno
+ * ETIMEDOUT when the daemon stayed silent, else what the socket said
+ * (rep is then empty).
+ */
+static int last_timeout_ms = CTL_TIMEOUT_MS;
+
+static int request_to(struct daemon *d, const char *req, char *rep, size_t replen,
+		      int timeout_ms)
 {
-	if (send(d->fd, req, strlen(req), MSG_NOSIGNAL) < 0)
+	uint64_t end = now_ms() + (uint64_t)timeout_ms;
+
+	last_timeout_ms = timeout_ms;
+	rep[0] = 0;
+	/* Bounded by SO_SNDTIMEO (ctl_connect) when the daemon reads nothing. */
+	if (send(d->fd, req, strlen(req), MSG_NOSIGNAL) < 0) {
+		if (errno == EAGAIN)
+			errno = ETIMEDOUT;
 		return -1;
+	}
 	for (;;) {
-		if (recv_msg(d->fd, rep, replen) < 0)
+		struct pollfd pf = { d->fd, POLLIN, 0 };
+		uint64_t now = now_ms();
+		int n;
+
+		n = now >= end ? 0 : poll(&pf, 1, (int)(end - now));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			if (n == 0)
+				errno = ETIMEDOUT;
 			return -1;
+		}
+		if (recv_msg(d->fd, rep, replen) < 0) {
+			if (!errno || errno == EAGAIN)
+				errno = ECONNRESET;	/* 0 bytes: the daemon closed */
+			rep[0] = 0;
+			return -1;
+		}
 		if (hpc_verb_is(rep, "event")) {
 			if (on_event)
 				on_event(rep);
@@ -194,6 +261,29 @@ static int request(struct daemon *d, const char *req, char *rep, size_t replen)
 		}
 		return hpc_verb_is(rep, "ok") ? 0 : 1;
 	}
+}
+
+static int request(struct daemon *d, const char *req, char *rep, size_t replen)
+{
+	return request_to(d, req, rep, replen, CTL_TIMEOUT_MS);
+}
+
+/* Why a request failed, for a message naming the daemon's socket. */
+static const char *no_answer(const struct daemon *d, int rc, const char *rep, char *buf,
+			     size_t len)
+{
+	char msg[512] = "";
+
+	if (rc > 0) {
+		hpc_get(rep, "msg", msg, sizeof(msg));
+		snprintf(buf, len, "%s", msg[0] ? msg : "refused without a reason");
+	} else if (errno == ETIMEDOUT) {
+		snprintf(buf, len, "the daemon at %.200s did not answer within %d s (stopped, frozen or overloaded?)",
+			 d->ctl, last_timeout_ms / 1000);
+	} else {
+		snprintf(buf, len, "lost the daemon at %.200s: %s", d->ctl, strerror(errno));
+	}
+	return buf;
 }
 
 static int dev_usable(void)
@@ -299,28 +389,45 @@ static void start_private(struct daemon *d, int want)
 static void reach_daemon(struct daemon *d, int allow_private, int want)
 {
 	const char *path = getenv(CTL_ENV) ? getenv(CTL_ENV) : CTL_DEFAULT;
-	char rep[MSG_MAX];
-	int err = 0;
+	char rep[MSG_MAX], why[700];
+	int err = 0, rc;
 
 	memset(d, 0, sizeof(*d));
+	snprintf(d->ctl, sizeof(d->ctl), "%s", path);
 	d->fd = ctl_connect(path, &err);
-	if (d->fd >= 0 && want) {
-		/* A running daemon serves us if it has the transport asked for. */
-		if (request(d, "hello", rep, sizeof(rep)) ||
-		    hpc_get(rep, "transport", d->transport, sizeof(d->transport)) ||
-		    !strstr(d->transport, want == 1 ? "kernel" : "socket")) {
+	if (d->fd >= 0) {
+		rc = request(d, "hello", rep, sizeof(rep));
+		if (rc) {
+			no_answer(d, rc, rep, why, sizeof(why));
 			close(d->fd);
 			d->fd = -1;
-			err = ENOENT;
+			if (!allow_private)
+				die("%s", why);
+			note("%s: starting a private one", why);
+			err = -1;
+		} else if (want) {
+			/* A running daemon serves us if it has the transport asked for. */
+			if (hpc_get(rep, "transport", d->transport, sizeof(d->transport)) ||
+			    !strstr(d->transport, want == 1 ? "kernel" : "socket")) {
+				close(d->fd);
+				d->fd = -1;
+				err = ENOENT;
+			}
 		}
 	}
 	if (d->fd < 0) {
 		if (!allow_private) {
 			if (err == EACCES)
 				die("no permission to talk to heapprofd at %s: it runs as another user (use sudo)", path);
+			if (err == ETIMEDOUT)
+				die("heapprofd at %s does not accept connections within %d s (stopped, frozen or overloaded?)",
+				    path, CTL_TIMEOUT_MS / 1000);
 			die("no heapprofd is reachable at %s (%s): start it (systemctl start heapprofd) or set %s",
 			    path, strerror(err ? err : ENOENT), CTL_ENV);
 		}
+		if (err == ETIMEDOUT)
+			note("heapprofd at %s does not accept connections within %d s: starting a private one",
+			     path, CTL_TIMEOUT_MS / 1000);
 		if (err == EACCES) {
 			/*
 			 * The system daemon attaches module sessions by itself and
@@ -331,12 +438,12 @@ static void reach_daemon(struct daemon *d, int allow_private, int want)
 			if (!want)
 				want = 2;
 		}
+		memset(d, 0, sizeof(*d));
 		start_private(d, want);
-	} else {
-		snprintf(d->ctl, sizeof(d->ctl), "%s", path);
+		rc = request(d, "hello", rep, sizeof(rep));
+		if (rc)
+			die("%s", no_answer(d, rc, rep, why, sizeof(why)));
 	}
-	if (request(d, "hello", rep, sizeof(rep)))
-		die("the daemon at %s did not answer", d->ctl);
 	hpc_get(rep, "transport", d->transport, sizeof(d->transport));
 	hpc_get(rep, "socket", d->socket, sizeof(d->socket));
 	if (verbose)
@@ -380,6 +487,7 @@ struct result {
 	int done, ok, moved;
 	unsigned long long records;
 	char reason[200];
+	char error[600];	/* why writing failed, when the daemon says */
 };
 static struct result results[MAXRES];
 static int nresults, nlive;
@@ -430,6 +538,7 @@ static void record_event(const char *m)
 		r->ok = (int)hpc_getu(m, "ok", 0);
 		r->records = hpc_getu(m, "records", 0);
 		hpc_get(m, "reason", r->reason, sizeof(r->reason));
+		hpc_get(m, "error", r->error, sizeof(r->error));
 		if (!r->done)
 			nlive--;
 		r->done = 1;
@@ -480,6 +589,36 @@ static const char *out_prefix(const char *arg)
 	return arg;
 }
 
+/*
+ * Why the daemon could not write PREFIX.*, as far as we can tell from here
+ * (a daemon that says so in its done event is believed first).
+ */
+static const char *diagnose(const char *prefix, char *buf, size_t len)
+{
+	char dir[PATH_MAX];
+	struct statvfs sv;
+	char *slash;
+
+	snprintf(dir, sizeof(dir), "%s", prefix);
+	slash = strrchr(dir, '/');
+	if (slash)
+		slash == dir ? (void)(dir[1] = 0) : (void)(*slash = 0);
+	else
+		snprintf(dir, sizeof(dir), ".");
+	if (access(dir, W_OK) < 0)
+		snprintf(buf, len, "directory %.500s: %s", dir, strerror(errno));
+	else if (!statvfs(dir, &sv) && sv.f_bavail == 0)
+		snprintf(buf, len, "the file system holding %.500s is full (%s)", dir, strerror(ENOSPC));
+	else if (!statvfs(dir, &sv) && (unsigned long long)sv.f_bavail * sv.f_frsize < (1ULL << 20))
+		snprintf(buf, len, "the file system holding %.500s has only %llu KiB free: probably %s",
+			 dir, (unsigned long long)sv.f_bavail * sv.f_frsize >> 10, strerror(ENOSPC));
+	else if (!statvfs(dir, &sv) && sv.f_files && sv.f_favail == 0)
+		snprintf(buf, len, "the file system holding %.500s has no free inodes", dir);
+	else
+		snprintf(buf, len, "see the daemon's messages");
+	return buf;
+}
+
 static int show_results(int top)
 {
 	int i, bad = 0;
@@ -492,8 +631,10 @@ static int show_results(int top)
 		if (!r->done)
 			continue;
 		if (!r->ok) {
-			note("pid %d (%s): writing the profile to %s.* failed (see the daemon's messages)",
-			     r->pid, r->comm, r->prefix);
+			char why[700];
+
+			note("pid %d (%s): the profile %s.* was not written: %s", r->pid, r->comm,
+			     r->prefix, r->error[0] ? r->error : diagnose(r->prefix, why, sizeof(why)));
 			bad = 1;
 			continue;
 		}
@@ -538,6 +679,58 @@ struct rec_opts {
 	int block;
 	const char *heaps;
 };
+
+/* -o: a prefix for files, not empty and not a directory's name. */
+static const char *out_opt(const char *arg)
+{
+	size_t n = strlen(arg);
+
+	if (!n) {
+		fprintf(stderr, "%s: -o: an empty name; give a prefix for the profile files (e.g. -o out/myprog)\n",
+			prog);
+		exit(2);
+	}
+	if (arg[n - 1] == '/') {
+		fprintf(stderr, "%s: -o %s: names a directory; give a prefix for the files in it (e.g. -o %sNAME)\n",
+			prog, arg, arg);
+		exit(2);
+	}
+	return out_prefix(arg);
+}
+
+/*
+ * Before anything runs: the directory of PREFIX is there (mkdirs_for made
+ * it) and writable, PREFIX itself is no directory, and none of the files
+ * is something other than a regular file (the daemon would refuse it).
+ */
+static void check_output(const char *prefix)
+{
+	char dir[PATH_MAX], path[PATH_MAX + 16];
+	const char *slash = strrchr(prefix, '/');
+	struct stat st;
+
+	if (!slash || slash == prefix)
+		snprintf(dir, sizeof(dir), "%s", slash ? "/" : ".");
+	else
+		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - prefix), prefix);
+	if (stat(dir, &st) < 0)
+		die("cannot write the profile to %s.*: directory %s: %s", prefix, dir,
+		    errno == ENOENT ? "does not exist and could not be created" : strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		die("cannot write the profile to %s.*: %s is not a directory", prefix, dir);
+	if (access(dir, W_OK) < 0)
+		die("cannot write the profile to %s.*: directory %s: %s", prefix, dir, strerror(errno));
+	if (!lstat(prefix, &st) && S_ISDIR(st.st_mode))
+		die("-o %s: is a directory; give a prefix for the files in it (e.g. -o %s/NAME)", prefix,
+		    prefix);
+	for (size_t k = 0; k < N_OUT_EXT; k++) {
+		snprintf(path, sizeof(path), "%s%s", prefix, out_ext[k]);
+		if (!lstat(path, &st) && !S_ISREG(st.st_mode))
+			die("cannot write the profile to %s: it exists and is not a regular file (%s)", path,
+			    S_ISLNK(st.st_mode) ? "a symbolic link" : S_ISDIR(st.st_mode) ? "a directory" :
+			    "a special file");
+	}
+}
 
 static void mkdirs_for(const char *prefix)
 {
@@ -625,7 +818,7 @@ static void child_env(const struct rec_opts *o, const struct daemon *d, int dorm
 static int do_record(struct rec_opts *o, char **cmd)
 {
 	char prefix[PATH_MAX], req[8192], rep[MSG_MAX];
-	int gate[2], errp[2], sfd, child_status = 0, child_done = 0, sel = 0;
+	int gate[2], errp[2], sfd, child_status = 0, child_done = 0, sel = 0, rc, bad;
 	uint64_t t_start, t_exit = 0, t_prog = 0;
 	struct daemon d;
 	sigset_t ss;
@@ -654,6 +847,7 @@ static int do_record(struct rec_opts *o, char **cmd)
 		snprintf(prefix, sizeof(prefix), "%s", a);
 	}
 	mkdirs_for(prefix);
+	check_output(prefix);
 
 	sigemptyset(&ss);
 	sigaddset(&ss, SIGCHLD);
@@ -715,13 +909,13 @@ static int do_record(struct rec_opts *o, char **cmd)
 	hpc_putu(req, sizeof(req), "dump_at_max", o->dump_at_max);
 	hpc_putu(req, sizeof(req), "continuous", o->continuous);
 	hpc_put(req, sizeof(req), "prefix", prefix);
-	if (request(&d, req, rep, sizeof(rep))) {
-		char msg[512];
+	if ((rc = request(&d, req, rep, sizeof(rep))) != 0) {
+		char msg[800];
 
-		hpc_get(rep, "msg", msg, sizeof(msg));
+		no_answer(&d, rc, rep, msg, sizeof(msg));
 		if (child)
 			kill(child, SIGKILL);
-		die("the daemon refused the recording: %s", msg[0] ? msg : "no answer");
+		die("the daemon %s the recording: %s", rc > 0 ? "refused" : "did not start", msg);
 	}
 	if (child) {
 		int e = 0;
@@ -804,12 +998,15 @@ static int do_record(struct rec_opts *o, char **cmd)
 	if (!nresults)
 		note("no profile: %s never connected to heapprofd (a static binary, a setuid program, or LD_PRELOAD was dropped)",
 		     cmd[0] ? cmd[0] : "no matching process");
-	show_results(o->top);
-	if (child_done && WIFEXITED(child_status))
+	bad = show_results(o->top);
+	/* The program's status; 1 when it succeeded but a profile was not written. */
+	if (child_done && WIFEXITED(child_status) && WEXITSTATUS(child_status))
 		return WEXITSTATUS(child_status);
 	if (child_done && WIFSIGNALED(child_status))
 		return 128 + WTERMSIG(child_status);
-	return nresults ? 0 : 1;
+	if (bad)
+		return 1;
+	return nresults || child_done ? 0 : 1;
 }
 
 /* ------------------------------------------------------------------ */
@@ -818,11 +1015,11 @@ static int do_record(struct rec_opts *o, char **cmd)
 
 static int do_attach(int pid, unsigned secs, const char *out, unsigned long long interval, int want)
 {
-	char req[4096], rep[MSG_MAX], prefix[PATH_MAX], msg[512];
+	char req[4096], rep[MSG_MAX], prefix[PATH_MAX], msg[800];
 	struct daemon d;
 	uint64_t t0;
 	sigset_t ss;
-	int sfd, stop = 0;
+	int sfd, stop = 0, rc;
 
 	if (!out) {
 		snprintf(prefix, sizeof(prefix), "out/attach.%d", pid);
@@ -835,6 +1032,7 @@ static int do_attach(int pid, unsigned secs, const char *out, unsigned long long
 		snprintf(prefix, sizeof(prefix), "%s", a);
 	}
 	mkdirs_for(prefix);
+	check_output(prefix);
 	sigemptyset(&ss);
 	sigaddset(&ss, SIGINT);
 	sigaddset(&ss, SIGTERM);
@@ -846,10 +1044,10 @@ static int do_attach(int pid, unsigned secs, const char *out, unsigned long long
 	hpc_putu(req, sizeof(req), "pid", pid);
 	hpc_putu(req, sizeof(req), "interval", interval ? interval : 4096);
 	hpc_put(req, sizeof(req), "prefix", prefix);
-	if (request(&d, req, rep, sizeof(rep))) {
-		hpc_get(rep, "msg", msg, sizeof(msg));
+	if ((rc = request_to(&d, req, rep, sizeof(rep), CTL_DUMP_TIMEOUT_MS)) != 0) {
+		no_answer(&d, rc, rep, msg, sizeof(msg));
 		finish_daemon(&d);
-		die("attach %d: %s", pid, msg[0] ? msg : "the daemon did not answer");
+		die("attach %d: %s", pid, msg);
 	}
 	hpc_get(rep, "transport", msg, sizeof(msg));
 	note("attached to pid %d (%s transport); %s", pid, msg,
@@ -875,10 +1073,8 @@ static int do_attach(int pid, unsigned secs, const char *out, unsigned long long
 	if (stop != 2) {
 		snprintf(req, sizeof(req), "detach");
 		hpc_putu(req, sizeof(req), "pid", pid);
-		if (request(&d, req, rep, sizeof(rep))) {
-			hpc_get(rep, "msg", msg, sizeof(msg));
-			note("detach: %s", msg);
-		}
+		if ((rc = request_to(&d, req, rep, sizeof(rep), CTL_DUMP_TIMEOUT_MS)) != 0)
+			note("detach: %s", no_answer(&d, rc, rep, msg, sizeof(msg)));
 		/* The done event follows the reply or came before it. */
 		while (!(nresults && results[0].done)) {
 			struct pollfd pf = { d.fd, POLLIN, 0 };
@@ -896,14 +1092,13 @@ static int simple_request(const char *verb, int pid)
 {
 	char req[256], rep[MSG_MAX], v[PATH_MAX];
 	struct daemon d;
+	int rc;
 
 	reach_daemon(&d, 0, 0);
 	snprintf(req, sizeof(req), "%s", verb);
 	hpc_putu(req, sizeof(req), "pid", pid);
-	if (request(&d, req, rep, sizeof(rep))) {
-		hpc_get(rep, "msg", v, sizeof(v));
-		die("%s %d: %s", verb, pid, v[0] ? v : "the daemon did not answer");
-	}
+	if ((rc = request_to(&d, req, rep, sizeof(rep), CTL_DUMP_TIMEOUT_MS)) != 0)
+		die("%s %d: %s", verb, pid, no_answer(&d, rc, rep, v, sizeof(v)));
 	hpc_get(rep, "prefix", v, sizeof(v));
 	printf("%s %d: wrote %s.pb.gz %s.svg %s.folded %s.txt\n", verb, pid, v, v, v, v);
 	close(d.fd);
@@ -912,12 +1107,13 @@ static int simple_request(const char *verb, int pid)
 
 static int do_sessions(void)
 {
-	char rep[MSG_MAX], *line, *save = NULL;
+	char rep[MSG_MAX], *line, *save = NULL, why[800];
 	struct daemon d;
+	int rc;
 
 	reach_daemon(&d, 0, 0);
-	if (request(&d, "sessions", rep, sizeof(rep)))
-		die("sessions: the daemon did not answer");
+	if ((rc = request(&d, "sessions", rep, sizeof(rep))) != 0)
+		die("sessions: %s", no_answer(&d, rc, rep, why, sizeof(why)));
 	printf("%-7s %-16s %-8s %-9s %-9s %10s %12s %8s  %s\n", "PID", "COMM", "SESSION",
 	       "TRANSPORT", "STATE", "RECORDS", "BYTES", "DROPPED", "OUTPUT");
 	line = strtok_r(rep, "\n", &save);	/* "ok" */
@@ -1034,7 +1230,7 @@ static void usage(FILE *f)
 "See heapprofctl(1).\n");
 }
 
-int main(int argc, char **argv)
+static int run(int argc, char **argv)
 {
 	static const struct option lo[] = {
 		{ "interval", required_argument, NULL, 'i' },
@@ -1071,25 +1267,24 @@ int main(int argc, char **argv)
 	optind = 2;
 	while ((opt = getopt_long(argc, argv, "+i:o:d:vh", lo, NULL)) != -1) {
 		switch (opt) {
-		case 'i': o.interval = strtoull(optarg, NULL, 0);
-			if (!o.interval)
-				die("-i: the interval is a number of bytes, at least 1");
-			break;
-		case 'o': o.out = out_prefix(optarg); break;
+		case 'i': o.interval = num_opt("-i (bytes)", optarg, 1, MAX_INTERVAL); break;
+		case 'o': o.out = out_opt(optarg); break;
 		case 'M': o.dump_at_max = 1; break;
-		case 'C': o.continuous = (unsigned)strtoul(optarg, NULL, 0); break;
+		case 'C': o.continuous = (unsigned)num_opt("--continuous-dump (ms)", optarg, 0, UINT_MAX);
+			break;
 		case 'F': o.follow = 1; break;
 		case 'n': o.name = optarg; break;
 		case 'A': o.all = 1; break;
-		case 'd': o.duration = (unsigned)strtoul(optarg, NULL, 0); break;
+		case 'd': o.duration = (unsigned)num_opt("-d (seconds)", optarg, 0, MAX_SECS); break;
 		case 'T':
 			o.want = !strcmp(optarg, "kernel") ? 1 : !strcmp(optarg, "socket") ? 2 :
 				 !strcmp(optarg, "auto") ? 0 : -1;
 			if (o.want < 0)
 				die("--transport must be auto, kernel or socket");
 			break;
-		case 'S': o.stack_cap = (unsigned)strtoul(optarg, NULL, 0); break;
-		case 't': o.top = atoi(optarg); break;
+		case 'S': o.stack_cap = (unsigned)num_opt("--stack-cap (bytes)", optarg, 0, MAX_STACK_CAP);
+			break;
+		case 't': o.top = (int)num_opt("--top", optarg, 0, INT_MAX); break;
 		case 'B': o.block = 1; break;
 		case 'H': o.heaps = optarg; break;
 		case 'v': verbose++; break;
@@ -1103,15 +1298,16 @@ int main(int argc, char **argv)
 	if (!strcmp(cmd, "attach") || !strcmp(cmd, "dump") || !strcmp(cmd, "detach")) {
 		int pid;
 
-		if (optind >= argc || (pid = atoi(argv[optind])) <= 0)
+		if (optind >= argc)
 			die("%s: which process? usage: heapprofctl %s PID", cmd, cmd);
+		pid = (int)num_opt("PID", argv[optind], 1, INT_MAX);
 		/* Options may also follow the pid. */
 		optind++;
 		while ((opt = getopt_long(argc, argv, "+i:o:d:vh", lo, NULL)) != -1) {
 			switch (opt) {
-			case 'i': o.interval = strtoull(optarg, NULL, 0); break;
-			case 'o': o.out = out_prefix(optarg); break;
-			case 'd': o.duration = (unsigned)strtoul(optarg, NULL, 0); break;
+			case 'i': o.interval = num_opt("-i (bytes)", optarg, 1, MAX_INTERVAL); break;
+			case 'o': o.out = out_opt(optarg); break;
+			case 'd': o.duration = (unsigned)num_opt("-d (seconds)", optarg, 0, MAX_SECS); break;
 			case 'v': verbose++; break;
 			default: usage(stderr); return 2;
 			}
@@ -1131,4 +1327,18 @@ int main(int argc, char **argv)
 	fprintf(stderr, "%s: unknown command '%s'\n", prog, cmd);
 	usage(stderr);
 	return 2;
+}
+
+int main(int argc, char **argv)
+{
+	int rc = run(argc, argv);
+
+	/* `heapprofctl sessions > /dev/full`: output lost is a failure. */
+	errno = 0;
+	if (fflush(stdout) || ferror(stdout)) {
+		fprintf(stderr, "%s: writing to standard output: %s\n", prog,
+			errno ? strerror(errno) : "write error");
+		return rc ? rc : 1;
+	}
+	return rc;
 }

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -47,6 +48,51 @@ int hpd_loop_add(int fd, uint32_t events, struct hpd_watch *w)
 void hpd_loop_del(int fd)
 {
 	epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
+}
+
+/*
+ * A listening socket whose accept fails for want of descriptors stays
+ * readable: watched, it would spin the loop. It is left out for a while
+ * instead (sessions ending meanwhile give descriptors back).
+ */
+#define MAX_PAUSED	4
+static struct hpd_watch *paused[MAX_PAUSED];
+static int npaused;
+static uint64_t resume_at;
+
+void hpd_loop_backoff(struct hpd_watch *w)
+{
+	if (npaused == MAX_PAUSED)
+		return;
+	for (int i = 0; i < npaused; i++)
+		if (paused[i] == w)
+			return;
+	hpd_log(HPD_WARN, "out of file descriptors: not accepting connections for %d ms",
+		HPD_ACCEPT_BACKOFF_MS);
+	hpd_loop_del(w->fd);
+	paused[npaused++] = w;
+	resume_at = hpd_now_ms() + HPD_ACCEPT_BACKOFF_MS;
+}
+
+/* ms until the paused sockets are watched again, or -1; resumes them when due. */
+static int loop_resume(uint64_t now)
+{
+	if (!npaused)
+		return -1;
+	if (now < resume_at)
+		return (int)(resume_at - now);
+	while (npaused) {
+		struct hpd_watch *w = paused[--npaused];
+
+		hpd_loop_add(w->fd, EPOLLIN, w);
+	}
+	return -1;
+}
+
+/* The nearer of two timeouts, -1 being none. */
+static int sooner(int a, int b)
+{
+	return a < 0 ? b : b < 0 ? a : a < b ? a : b;
 }
 
 /* ---- control connections ---- */
@@ -338,6 +384,8 @@ static void ctl_accept(struct hpd_watch *w, uint32_t ev)
 		nctl++;
 		had_owner = 1;
 	}
+	if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+		hpd_loop_backoff(w);
 }
 
 static void reap_ctl(void)
@@ -397,6 +445,20 @@ static void sig_event(struct hpd_watch *w, uint32_t ev)
 	(void)ev;
 	if (read(w->fd, &si, sizeof(si)) == sizeof(si))
 		quit = 1;
+}
+
+/*
+ * Every session holds a few descriptors (ring, wake, maps, mem, exe,
+ * pidfd, /proc dir, one per ELF file kept): take all the kernel lets us.
+ */
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
 }
 
 static void usage(FILE *f)
@@ -495,6 +557,7 @@ int main(int argc, char **argv)
 		}
 	}
 	hpd_opts.attach_all_default = !hpd_opts.private_mode;
+	raise_fd_limit();
 
 	sigemptyset(&ss);
 	sigaddset(&ss, SIGINT);
@@ -584,6 +647,9 @@ int main(int argc, char **argv)
 			timeout = now - last_tick >= HPD_TICK_MS ? 0 :
 				  (int)(HPD_TICK_MS - (now - last_tick));
 		}
+		now = hpd_now_ms();
+		timeout = sooner(timeout, hpd_usock_expire(now));
+		timeout = sooner(timeout, loop_resume(now));
 		n = epoll_wait(epfd, evs, 64, timeout);
 		if (n < 0 && errno != EINTR) {
 			hpd_log(HPD_ERR, "epoll_wait: %s", strerror(errno));

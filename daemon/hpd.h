@@ -7,6 +7,7 @@
  *   usock.c       the user-space transport (socket_proto.h)
  *   kmod.c        the module transport (/dev/heapprofd, genl events)
  *   dormant.c     attaching to a dormant client that has no daemon socket
+ *   process.c     the process behind a session: pidfd, /proc dir, identity
  *   rules.c       which sessions to attach and where their profiles go
  *   log.c         logging
  *
@@ -62,6 +63,34 @@ int hpd_pid_descends_from(pid_t pid, pid_t ancestor);
 int hpd_rule_wants_heap(const struct hpd_rule *r, const char *name);
 struct hpd_rule *hpd_rule_owned_by(struct hpd_ctlconn *o);
 
+/*
+ * Limits that keep one local user from exhausting the daemon (the admin
+ * guide's "Limits" lists them all). Per uid, root excepted.
+ */
+#define HPD_HELLO_DEADLINE_MS	1000	/* a connection says hello within this */
+#define HPD_PENDING_MAX		256	/* connections yet to say hello, all users */
+#define HPD_PENDING_PER_UID	32	/* ... of one uid */
+#define HPD_SESSIONS_PER_UID	256	/* user-space transport sessions of one uid */
+#define HPD_ACCEPT_BACKOFF_MS	100	/* out of fds: stop accepting this long */
+
+/* ---- process.c ---- */
+struct hpd_ident {		/* what a process was when it said hello */
+	uid_t uid[4];		/* real, effective, saved, fs */
+	gid_t gid[4];
+	dev_t exe_dev;
+	ino_t exe_ino;
+	int ok;
+};
+/* 0: pidfd is a pidfd of the running process pid; -EBADF / -ESRCH. */
+int hpd_pidfd_check(int pidfd, pid_t pid);
+/* /proc/<pid> (O_PATH) of the very process pidfd holds, or -errno. */
+int hpd_proc_dir_open(pid_t pid, int pidfd);
+int hpd_ident_read(int proc_fd, struct hpd_ident *id);
+int hpd_ident_same(const struct hpd_ident *a, const struct hpd_ident *b);
+struct hpd_session;
+/* Still the process that opened it: alive, same ids, same executable. */
+int hpd_session_current(struct hpd_session *s);
+
 /* ---- session.c ---- */
 enum hpd_transport { HPD_T_SOCKET, HPD_T_KERNEL, HPD_T_SCAN };
 
@@ -70,6 +99,7 @@ struct hpd_session {
 	enum hpd_transport transport;
 	uint64_t id;			/* ours; the kernel's for HPD_T_KERNEL */
 	pid_t pid;
+	uid_t uid;			/* the sender's, by SCM_CREDENTIALS (socket) */
 	char comm[17];
 	int dormant;			/* registered dormant, not yet enabled */
 	int enabled;			/* config written, pipeline running */
@@ -79,6 +109,9 @@ struct hpd_session {
 	int wake_fd;			/* eventfd or -1 */
 	int ring_fd;			/* memfd or -1 (kernel: conn_fd) */
 	int maps_fd, mem_fd, exe_fd;	/* until handed to the pipeline */
+	int pidfd, proc_fd;		/* socket: the process, held (process.c) */
+	struct hpd_ident ident;		/* socket: what it was at the hello */
+	int foreign;			/* another user's process: open no paths */
 
 	void *map;
 	size_t map_len;
@@ -147,8 +180,15 @@ struct hpd_opts {
 extern struct hpd_opts hpd_opts;
 void hpd_default_prefix(struct hpd_session *s, char *out, size_t len);
 
+/* ---- heapprofd.c: accepting under fd exhaustion ---- */
+/* accept4 failed with EMFILE/ENFILE: unwatch w for HPD_ACCEPT_BACKOFF_MS. */
+void hpd_loop_backoff(struct hpd_watch *w);
+
 /* ---- usock.c ---- */
 int hpd_usock_listen(const char *path);
+/* Close connections past their hello deadline; ms until the next one, or -1. */
+int hpd_usock_expire(uint64_t now_ms);
+unsigned hpd_sessions_of_uid(uid_t uid);
 int hpd_usock_enable_dormant(struct hpd_session *s, struct hpd_rule *r);
 
 /* ---- kmod.c ---- */

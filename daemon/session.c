@@ -11,6 +11,7 @@
  * to shared memory. Any of these ends that one session with a logged reason.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <glob.h>
 #include <limits.h>
 #include <setjmp.h>
@@ -90,18 +91,33 @@ struct hpd_session *hpd_session_new(enum hpd_transport t, pid_t pid, const char 
 			*c = '_';
 	s->conn_fd = s->wake_fd = s->ring_fd = -1;
 	s->maps_fd = s->mem_fd = s->exe_fd = -1;
+	s->pidfd = s->proc_fd = -1;
 	s->next = hpd_sessions;
 	hpd_sessions = s;
 	return s;
 }
 
+/*
+ * The live session of pid. One whose process is gone or became another
+ * program (exec of a setuid binary with the session's socket kept open)
+ * is ended here rather than handed to a request for that pid.
+ */
 struct hpd_session *hpd_session_by_pid(pid_t pid)
 {
 	struct hpd_session *s, *best = NULL;
 
-	for (s = hpd_sessions; s; s = s->next)
-		if (s->pid == pid && !s->ending && (!best || s->id > best->id))
+	for (s = hpd_sessions; s; s = s->next) {
+		if (s->pid != pid || s->ending)
+			continue;
+		if (!hpd_session_current(s)) {
+			if (s->enabled)
+				hpd_session_drain(s, 1);
+			hpd_session_end(s, "the process exited or exec'd another program");
+			continue;
+		}
+		if (!best || s->id > best->id)
 			best = s;
+	}
 	return best;
 }
 
@@ -143,7 +159,7 @@ int hpd_session_map(struct hpd_session *s, int fd, int is_memfd,
 
 	if (ctl_size < sizeof(struct heapprofd_ctl) || ctl_size > (1U << 20) ||
 	    !hp_is_pow2(data_size) || data_size < HEAPPROFD_DATA_SIZE_MIN ||
-	    data_size > (1ULL << 32))
+	    data_size > HP_RING_SIZE_MAX)
 		return -EINVAL;
 	m = hp_ring_map_fd(fd, is_memfd, ctl_size, data_size, &s->map_len);
 	if (m == MAP_FAILED)
@@ -172,6 +188,8 @@ static void write_config(struct hpd_session *s, const struct hpd_rule *r, int en
 		cfg->interval = r && r->interval ? r->interval :
 			(hpd_opts.interval ? hpd_opts.interval : HEAPPROFD_INTERVAL_DEFAULT);
 		cfg->stack_cap = r && r->stack_cap ? r->stack_cap : HEAPPROFD_STACK_CAP_DEFAULT;
+		if (cfg->stack_cap > HP_STACK_CAP_MAX)
+			cfg->stack_cap = HP_STACK_CAP_MAX;
 		cfg->flags = r ? r->cfg_flags : 0;
 		/*
 		 * How long a --block client waits for room. Interval 1 asked
@@ -323,6 +341,11 @@ int hpd_session_enable(struct hpd_session *s, struct hpd_rule *r)
 	info.maps_fd = s->maps_fd;
 	info.mem_fd = s->mem_fd;
 	info.exe_fd = s->exe_fd;
+	info.foreign = s->foreign;
+	if (s->proc_fd >= 0) {
+		info.has_proc_fd = 1;
+		info.proc_fd = fcntl(s->proc_fd, F_DUPFD_CLOEXEC, 0);
+	}
 	info.flags = r && r->dump_at_max ? HP_PROC_DUMP_AT_MAX : 0;
 	s->proc = hp_proc_new(hpd_pipe, &info);
 	if (!s->proc)
@@ -419,6 +442,28 @@ void hpd_session_drain(struct hpd_session *s, int producer_gone)
 	hp_proc_flush(s->proc);
 }
 
+/*
+ * The copy buffer grows to the largest record (HP_REC_LEN_MAX at most);
+ * after a big one it goes back to the usual size rather than keeping the
+ * peak for the session's life. Called with the record copied and consumed.
+ */
+#define REC_BUF_KEEP	(256U << 10)
+
+static void shrink_buf(struct hpd_session *s, uint32_t len)
+{
+	uint8_t *nb;
+
+	if (s->buflen <= REC_BUF_KEEP || len > REC_BUF_KEEP)
+		return;
+	nb = malloc(REC_BUF_KEEP);
+	if (!nb)
+		return;
+	memcpy(nb, s->buf, len);
+	free(s->buf);
+	s->buf = nb;
+	s->buflen = REC_BUF_KEEP;
+}
+
 static void drain_ring(struct hpd_session *s, int producer_gone)
 {
 	const struct heapprofd_rec_hdr *rec;
@@ -450,6 +495,7 @@ static void drain_ring(struct hpd_session *s, int producer_gone)
 			}
 			memcpy(s->buf, rec, len);
 			hp_ring_advance(&s->ring, len);
+			shrink_buf(s, len);
 			s->stall_since_ms = 0;
 			s->records++;
 			s->bytes += len;
@@ -576,7 +622,7 @@ int hpd_session_dump(struct hpd_session *s, unsigned which, char *path, size_t p
 static void release_fds(struct hpd_session *s)
 {
 	int *fds[] = { &s->conn_fd, &s->wake_fd, &s->ring_fd, &s->maps_fd,
-		       &s->mem_fd, &s->exe_fd };
+		       &s->mem_fd, &s->exe_fd, &s->pidfd, &s->proc_fd };
 	size_t i;
 
 	if (s->conn_fd >= 0)

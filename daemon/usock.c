@@ -13,7 +13,9 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -52,11 +54,8 @@ static void conn_event(struct hpd_watch *w, uint32_t ev)
 static void wake_event(struct hpd_watch *w, uint32_t ev)
 {
 	struct usock_conn *c = (struct usock_conn *)((char *)w - offsetof(struct usock_conn, ww));
-	uint64_t v;
 
 	(void)ev;
-	if (read(w->fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-		return;
 	hp_ring_awake(&c->s->ring);
 	hpd_session_drain(c->s, 0);
 }
@@ -85,17 +84,83 @@ static void seal_ring(int fd, pid_t pid)
 			(int)pid, strerror(errno));
 }
 
-static void accept_hello(int fd)
+/* A new connection: it has HPD_HELLO_DEADLINE_MS to say hello. */
+struct pending {
+	struct hpd_watch w;
+	struct pending *next;
+	uid_t uid;
+	uint64_t deadline;
+};
+
+static struct pending *pendings;
+static unsigned npending;
+
+static unsigned pending_of_uid(uid_t uid)
 {
-	char cbuf[CMSG_SPACE(sizeof(int) * 8)];
+	unsigned n = 0;
+
+	for (struct pending *p = pendings; p; p = p->next)
+		n += p->uid == uid;
+	return n;
+}
+
+unsigned hpd_sessions_of_uid(uid_t uid)
+{
+	unsigned n = 0;
+
+	for (struct hpd_session *s = hpd_sessions; s; s = s->next)
+		n += s->transport == HPD_T_SOCKET && !s->ending && s->uid == uid;
+	return n;
+}
+
+/* Is fd a file of procfs (what /proc/self/maps and mem must be)? */
+static int on_procfs(int fd)
+{
+	struct statfs sf;
+
+	return !fstatfs(fd, &sf) && sf.f_type == PROC_SUPER_MAGIC;
+}
+
+/*
+ * Take the process's own /proc files where we may (a system daemon may
+ * open any process's): then nothing the client sent decides what we read.
+ * A daemon of the client's own user that Yama keeps from opening mem
+ * uses the client's descriptors, which must at least be procfs files.
+ */
+static int take_proc_files(struct hpd_session *s, int maps_fd, int mem_fd)
+{
+	int fd;
+
+	fd = s->proc_fd >= 0 ? openat(s->proc_fd, "maps", O_RDONLY | O_CLOEXEC) : -1;
+	if (fd >= 0) {
+		close(maps_fd);
+		maps_fd = fd;
+	}
+	fd = s->proc_fd >= 0 ? openat(s->proc_fd, "mem", O_RDONLY | O_CLOEXEC) : -1;
+	if (fd >= 0) {
+		close(mem_fd);
+		mem_fd = fd;
+	}
+	s->maps_fd = maps_fd;
+	s->mem_fd = mem_fd;
+	return on_procfs(maps_fd) && on_procfs(mem_fd) ? 0 : -EINVAL;
+}
+
+/*
+ * Everything in a hello is the client's word except what the kernel says:
+ * the sender's pid and uid (SCM_CREDENTIALS, filled in at the send) and
+ * what its descriptors are. Checked here before anything is mapped.
+ */
+static void accept_hello(int fd, uid_t conn_uid)
+{
+	char cbuf[CMSG_SPACE(sizeof(int) * HP_HELLO_FDS_MAX) + CMSG_SPACE(sizeof(struct ucred))];
 	struct hp_hello h;
 	struct iovec iov = { &h, sizeof(h) };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
 			     .msg_control = cbuf, .msg_controllen = sizeof(cbuf) };
 	struct cmsghdr *cm;
-	struct ucred cred;
-	socklen_t cl = sizeof(cred);
-	int fds[8], nfds = 0, i, rc, status = 0, enabled = 0;
+	struct ucred cred = { .pid = 0 };
+	int fds[HP_HELLO_FDS_MAX], nfds = 0, i, rc, status = 0, enabled = 0, have_cred = 0;
 	struct hpd_session *s = NULL;
 	struct usock_conn *c;
 	struct hpd_rule *r;
@@ -103,47 +168,92 @@ static void accept_hello(int fd)
 	ssize_t n;
 
 	n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-	for (cm = CMSG_FIRSTHDR(&mh); n >= 0 && cm; cm = CMSG_NXTHDR(&mh, cm))
-		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+	for (cm = CMSG_FIRSTHDR(&mh); n >= 0 && cm; cm = CMSG_NXTHDR(&mh, cm)) {
+		if (cm->cmsg_level != SOL_SOCKET)
+			continue;
+		if (cm->cmsg_type == SCM_RIGHTS) {
 			int k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
 
-			for (i = 0; i < k && nfds < 8; i++)
-				memcpy(&fds[nfds++], CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+			for (i = 0; i < k; i++) {
+				int f;
+
+				memcpy(&f, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+				if (nfds < HP_HELLO_FDS_MAX)
+					fds[nfds++] = f;
+				else
+					close(f);
+			}
+		} else if (cm->cmsg_type == SCM_CREDENTIALS &&
+			   cm->cmsg_len == CMSG_LEN(sizeof(cred))) {
+			memcpy(&cred, CMSG_DATA(cm), sizeof(cred));
+			have_cred = 1;
 		}
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0) {
-		status = -EPROTO;
-		goto bad;
 	}
-	if (n != (ssize_t)sizeof(h) || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
+	if (n != (ssize_t)sizeof(h) || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || !have_cred ||
 	    h.magic != HP_HELLO_MAGIC || h.version != HP_PROTO_VERSION ||
-	    h.nfds < 4 || h.nfds > 5 || (int)h.nfds != nfds) {
-		hpd_log(HPD_WARN, "pid %d: malformed hello (%zd bytes, %d fds): refused",
-			(int)cred.pid, n, nfds);
-		status = -EPROTO;
+	    h.nfds < HP_HELLO_FD_EXE || h.nfds > HP_HELLO_FDS_MAX || (int)h.nfds != nfds) {
+		hpd_log(HPD_WARN, "uid %u pid %d: malformed hello (%zd bytes, %d fds%s): refused",
+			(unsigned)conn_uid, (int)cred.pid, n, nfds,
+			have_cred ? "" : ", no credentials");
+		status = h.version != HP_PROTO_VERSION && n == (ssize_t)sizeof(h) ?
+			 -EPROTONOSUPPORT : -EPROTO;
 		goto bad;
 	}
 	h.comm[sizeof(h.comm) - 1] = 0;
+	/* The pidfd must hold the very process that sent this. */
+	if (hpd_pidfd_check(fds[HP_HELLO_FD_PIDFD], cred.pid)) {
+		hpd_log(HPD_WARN, "uid %u pid %d: the hello's pidfd is not the sender's: refused",
+			(unsigned)cred.uid, (int)cred.pid);
+		status = -EPERM;
+		goto bad;
+	}
+	if (cred.uid != 0 && hpd_sessions_of_uid(cred.uid) >= HPD_SESSIONS_PER_UID) {
+		hpd_log(HPD_WARN, "uid %u pid %d: %u sessions of that user already: refused",
+			(unsigned)cred.uid, (int)cred.pid, HPD_SESSIONS_PER_UID);
+		status = -EUSERS;
+		goto bad;
+	}
 	/* The ring must really be that big before we map it. */
-	if (fstat(fds[0], &st) < 0 || !S_ISREG(st.st_mode) ||
+	if (fstat(fds[HP_HELLO_FD_RING], &st) < 0 || !S_ISREG(st.st_mode) ||
 	    (uint64_t)st.st_size < (uint64_t)h.ctl_size + h.data_size) {
 		hpd_log(HPD_WARN, "pid %d: ring memfd smaller than announced: refused", (int)cred.pid);
 		status = -EINVAL;
 		goto bad;
 	}
-	seal_ring(fds[0], cred.pid);
+	seal_ring(fds[HP_HELLO_FD_RING], cred.pid);
 	s = hpd_session_new(HPD_T_SOCKET, cred.pid, h.comm);
 	if (!s) {
 		status = -ENOMEM;
 		goto bad;
 	}
 	/* From here the session owns the fds and closes them when it ends. */
-	s->ring_fd = fds[0];
-	s->wake_fd = fds[1];
-	s->maps_fd = fds[2];
-	s->mem_fd = fds[3];
-	s->exe_fd = nfds > 4 ? fds[4] : -1;
+	s->uid = cred.uid;
+	s->foreign = cred.uid != geteuid();
+	s->ring_fd = fds[HP_HELLO_FD_RING];
+	s->wake_fd = fds[HP_HELLO_FD_WAKE];
+	s->pidfd = fds[HP_HELLO_FD_PIDFD];
+	s->exe_fd = nfds > HP_HELLO_FD_EXE ? fds[HP_HELLO_FD_EXE] : -1;
 	s->dormant = !!(h.flags & HP_HELLO_DORMANT);
-	rc = hpd_session_map(s, fds[0], 1, h.ctl_size, h.data_size);
+	rc = hpd_proc_dir_open(cred.pid, s->pidfd);
+	if (rc < 0 && s->foreign) {
+		/* Without it a foreign process's files cannot be opened safely. */
+		hpd_log(HPD_WARN, "pid %d: /proc/%d: %s: refused", (int)cred.pid, (int)cred.pid,
+			strerror(-rc));
+		s->maps_fd = fds[HP_HELLO_FD_MAPS];
+		s->mem_fd = fds[HP_HELLO_FD_MEM];
+		status = rc;
+		goto bad_session;
+	}
+	s->proc_fd = rc >= 0 ? rc : -1;
+	if (s->proc_fd >= 0 && hpd_ident_read(s->proc_fd, &s->ident))
+		memset(&s->ident, 0, sizeof(s->ident));
+	if (take_proc_files(s, fds[HP_HELLO_FD_MAPS], fds[HP_HELLO_FD_MEM])) {
+		hpd_log(HPD_WARN, "pid %d: its maps or mem descriptor is not a /proc file: refused",
+			(int)cred.pid);
+		status = -EINVAL;
+		goto bad_session;
+	}
+	rc = hpd_session_map(s, s->ring_fd, 1, h.ctl_size, h.data_size);
 	if (rc) {
 		hpd_log(HPD_WARN, "pid %d: ring rejected: %s", (int)cred.pid, hpd_ring_refusal(rc));
 		status = rc;
@@ -182,7 +292,14 @@ static void accept_hello(int fd)
 		return;	/* it closed the connection: the client sees its hello fail */
 	reply(fd, 0, s->id);
 	hpd_loop_add(fd, EPOLLIN | EPOLLRDHUP, &c->w);
-	hpd_loop_add(s->wake_fd, EPOLLIN, &c->ww);
+	/*
+	 * Edge-triggered, and the eventfd is never read: the client shares
+	 * its file description and could make a read block us for good (clear
+	 * O_NONBLOCK, then empty it between our epoll and our read). Every
+	 * write to an eventfd is an edge.
+	 */
+	if (hpd_loop_add(s->wake_fd, EPOLLIN | EPOLLET, &c->ww) < 0)
+		s->poll_only = 1;
 	if (enabled)
 		hpd_session_drain(s, 0);
 	return;
@@ -207,39 +324,92 @@ int hpd_usock_enable_dormant(struct hpd_session *s, struct hpd_rule *r)
 	return rc;
 }
 
-/* A new connection: its hello may not have arrived yet. */
-struct pending {
-	struct hpd_watch w;
-};
+static void pending_del(struct pending *p)
+{
+	struct pending **pp;
+
+	for (pp = &pendings; *pp; pp = &(*pp)->next)
+		if (*pp == p) {
+			*pp = p->next;
+			npending--;
+			break;
+		}
+	hpd_loop_del(p->w.fd);
+}
 
 static void pending_event(struct hpd_watch *w, uint32_t ev)
 {
+	struct pending *p = (struct pending *)w;
 	int fd = w->fd;
+	uid_t uid = p->uid;
 
 	(void)ev;
-	hpd_loop_del(fd);
-	free(w);
-	accept_hello(fd);
+	pending_del(p);
+	free(p);
+	accept_hello(fd, uid);
+}
+
+int hpd_usock_expire(uint64_t now)
+{
+	struct pending *p, *nx;
+	uint64_t next = 0;
+
+	for (p = pendings; p; p = nx) {
+		nx = p->next;
+		if (now >= p->deadline) {
+			hpd_log(HPD_DEBUG, "uid %u: no hello within %u ms: closed",
+				(unsigned)p->uid, HPD_HELLO_DEADLINE_MS);
+			pending_del(p);
+			close(p->w.fd);
+			free(p);
+		} else if (!next || p->deadline < next) {
+			next = p->deadline;
+		}
+	}
+	return next ? (int)(next - now) : -1;
 }
 
 static void listen_event(struct hpd_watch *w, uint32_t ev)
 {
+	struct ucred cred;
+	socklen_t cl = sizeof(cred);
 	struct pending *p;
-	int fd;
+	int fd, one = 1;
 
 	(void)ev;
-	while ((fd = accept4(w->fd, NULL, NULL, SOCK_CLOEXEC)) >= 0) {
+	while ((fd = accept4(w->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0) {
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0 ||
+		    setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)) < 0) {
+			close(fd);
+			continue;
+		}
+		/* One user's silent connections cannot crowd out the others'. */
+		if (npending >= HPD_PENDING_MAX ||
+		    (cred.uid != 0 && pending_of_uid(cred.uid) >= HPD_PENDING_PER_UID)) {
+			hpd_log(HPD_DEBUG, "uid %u: too many connections without a hello: refused",
+				(unsigned)cred.uid);
+			close(fd);
+			continue;
+		}
 		p = calloc(1, sizeof(*p));
 		if (!p) {
 			close(fd);
 			continue;
 		}
 		p->w.fn = pending_event;
+		p->uid = cred.uid;
+		p->deadline = hpd_now_ms() + HPD_HELLO_DEADLINE_MS;
 		if (hpd_loop_add(fd, EPOLLIN | EPOLLRDHUP, &p->w) < 0) {
 			free(p);
 			close(fd);
+			continue;
 		}
+		p->next = pendings;
+		pendings = p;
+		npending++;
 	}
+	if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+		hpd_loop_backoff(w);
 }
 
 int hpd_usock_listen(const char *path)

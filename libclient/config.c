@@ -26,6 +26,7 @@ struct hp_config hp_cfg = {
 	.ring_size = HEAPPROFD_DATA_SIZE_DEFAULT,
 	.socket_path = HP_SOCKET_DEFAULT,
 	.exit_wait_ms = -1,
+	.hello_timeout_ms = HP_HELLO_TIMEOUT_MS_DEFAULT,
 	.stack_reuse = 1,
 };
 
@@ -159,7 +160,7 @@ void hp_config_from_env(void)
 
 	env_u64("HEAPPROFD_INTERVAL", &hp_cfg.interval, 1, 1ULL << 40, 1);
 	v = hp_cfg.stack_cap;
-	env_u64("HEAPPROFD_STACK_CAP", &v, 0, 8U << 20, 1);
+	env_u64("HEAPPROFD_STACK_CAP", &v, 0, HP_STACK_CAP_MAX, 1);
 	hp_cfg.stack_cap = (uint32_t)v & ~7U;
 
 	s = getenv("HEAPPROFD_BLOCK");
@@ -198,6 +199,15 @@ void hp_config_from_env(void)
 		hp_cfg.exit_wait_ms = v == ~0ULL ? -1 : (int)v;
 	}
 
+	/*
+	 * A program must start whatever state the daemon is in: the connect
+	 * and the answer to the hello share this deadline, then the program
+	 * runs unprofiled. `heapprofctl record` raises it for its own daemon.
+	 */
+	v = hp_cfg.hello_timeout_ms;
+	env_u64("HEAPPROFD_HELLO_TIMEOUT_MS", &v, 1, 600000, 0);
+	hp_cfg.hello_timeout_ms = (uint32_t)v;
+
 	s = getenv("HEAPPROFD_SEED");
 	if (s) {
 		if (hp_parse_u64(s, &v, 0))
@@ -231,9 +241,9 @@ void hp_config_from_env(void)
 	s = getenv("HEAPPROFD_RING_SIZE");
 	if (s) {
 		if (hp_parse_u64(s, &v, 1) || v < HEAPPROFD_DATA_SIZE_MIN ||
-		    v > (1ULL << 30) || (v & (v - 1)))
+		    v > HP_RING_SIZE_MAX || (v & (v - 1)))
 			complain("HEAPPROFD_RING_SIZE", s,
-				 "expected a power of two from 64K to 1G");
+				 "expected a power of two from 64K to 64M");
 		else
 			hp_cfg.ring_size = v;
 	}

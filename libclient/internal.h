@@ -38,6 +38,7 @@ struct hp_config {
 	char socket_path[108];
 	char name[64];			/* HEAPPROFD_NAME, "" = any process */
 	int exit_wait_ms;		/* HEAPPROFD_EXIT_WAIT_MS, -1 = unset */
+	uint32_t hello_timeout_ms;	/* HEAPPROFD_HELLO_TIMEOUT_MS */
 	int system_preload;		/* loaded without LD_PRELOAD naming us */
 	int stack_reuse;		/* HEAPPROFD_STACK_REUSE (default 1) */
 };

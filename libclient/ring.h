@@ -47,6 +47,17 @@ struct hp_ring {
 #define HP_OFF_COUNTERS	640U
 #define HP_OFF_CONFIG	896U
 
+/*
+ * Limits both ends keep. A data area is at most HP_RING_SIZE_MAX (the
+ * module's own default cap: a daemon maps and may pin that much per
+ * session). A producer copies at most HP_STACK_CAP_MAX bytes of stack, so
+ * no record is longer than HP_REC_LEN_MAX; the consumer treats a longer
+ * one as corruption rather than copying it.
+ */
+#define HP_RING_SIZE_MAX	(64ULL << 20)
+#define HP_STACK_CAP_MAX	(8U << 20)
+#define HP_REC_LEN_MAX		(sizeof(struct heapprofd_rec_alloc) + HP_STACK_CAP_MAX)
+
 /* The commit word: len and stamp as one 64-bit value, in struct byte order. */
 union hp_commit {
 	struct {
@@ -404,7 +415,8 @@ hp_ring_peek(struct hp_ring *r, const struct heapprofd_rec_hdr **rec, uint32_t *
 			if (t - h > r->size)
 				return HP_RING_CORRUPT;
 		}
-		if (n < sizeof(*p) || n % HEAPPROFD_REC_ALIGN || n > t - h)
+		if (n < sizeof(*p) || n % HEAPPROFD_REC_ALIGN || n > t - h ||
+		    n > HP_REC_LEN_MAX)
 			return HP_RING_CORRUPT;
 		*len = n;
 		if (c.len & HEAPPROFD_REC_BUSY)

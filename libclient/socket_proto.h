@@ -9,10 +9,18 @@
  * hp_ring_map_fd), formats it with hp_ring_format, and an eventfd for
  * wake-ups. It connects a SOCK_SEQPACKET UNIX socket to the daemon's
  * address and sends one struct hp_hello with SCM_RIGHTS carrying, in order,
- * the memfd, the eventfd, /proc/self/maps and /proc/self/mem (nfds = 4;
- * /proc/self/exe may follow as a fifth). The daemon answers with one
- * struct hp_hello_reply. From then on the connection stays open and carries
- * nothing: its end tells each side that the other is gone.
+ * the memfd, the eventfd, /proc/self/maps, /proc/self/mem and a pidfd of
+ * itself (nfds = 5; /proc/self/exe may follow as a sixth). The daemon answers
+ * with one struct hp_hello_reply. From then on the connection stays open and
+ * carries nothing: its end tells each side that the other is gone.
+ *
+ * Who sent the hello is the kernel's word, not the client's: the daemon
+ * takes the sender's pid and uid from SCM_CREDENTIALS (SO_PASSCRED on its
+ * end), which the kernel fills in at the send, and holds the session to
+ * that process by the pidfd, which must name the same pid. The pid field
+ * below is informative only. A hello that is not answered within the
+ * client's deadline (HEAPPROFD_HELLO_TIMEOUT_MS, 200 ms by default) is given
+ * up: the program runs unprofiled.
  *
  * A dormant client that has no daemon to talk to keeps its memfd and
  * eventfd open under the names HP_MEMFD_NAME and HP_EVENTFD marker below; a
@@ -28,7 +36,7 @@
 
 #define HP_HELLO_MAGIC		0x48504843U	/* "HPHC" */
 #define HP_REPLY_MAGIC		0x48504844U	/* "HPHD" */
-#define HP_PROTO_VERSION	1U
+#define HP_PROTO_VERSION	2U
 #define HP_MEMFD_NAME		"heapprofd-ring"
 
 /* Default socket: $HEAPPROFD_SOCKET, else this path. */
@@ -36,6 +44,13 @@
 #define HP_SOCKET_ENV		"HEAPPROFD_SOCKET"
 
 #define HP_HELLO_DORMANT	(1U << 0)	/* wait for `attach` */
+
+/* The fds of a hello, in this order; HP_HELLO_FD_EXE is optional. */
+enum { HP_HELLO_FD_RING, HP_HELLO_FD_WAKE, HP_HELLO_FD_MAPS, HP_HELLO_FD_MEM,
+       HP_HELLO_FD_PIDFD, HP_HELLO_FD_EXE, HP_HELLO_FDS_MAX };
+
+/* How long a client waits for the daemon by default (connect and answer). */
+#define HP_HELLO_TIMEOUT_MS_DEFAULT	200U
 
 struct hp_hello {
 	uint32_t magic;		/* HP_HELLO_MAGIC */

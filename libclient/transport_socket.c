@@ -9,10 +9,12 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <string.h>
+#include <time.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -20,13 +22,35 @@
 #include "internal.h"
 #include "socket_proto.h"
 
-static int connect_daemon(const char *path)
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Milliseconds left before deadline, at least 1 while any are. */
+static int left_ms(uint64_t deadline)
+{
+	uint64_t now = now_ms();
+
+	return now >= deadline ? 0 : (int)(deadline - now);
+}
+
+/*
+ * Connect without ever blocking past the deadline: a UNIX socket whose
+ * listener's queue is full (a daemon that is stopped, frozen or out of
+ * descriptors) answers a non-blocking connect with EAGAIN at once, so
+ * try again a few times until the deadline rather than waiting in the
+ * kernel for good.
+ */
+static int connect_daemon(const char *path, uint64_t deadline)
 {
 	struct sockaddr_un a;
-	struct timeval tv = { 2, 0 };
-	int fd;
+	int fd, e;
 
-	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
 	memset(&a, 0, sizeof(a));
@@ -34,21 +58,41 @@ static int connect_daemon(const char *path)
 	memcpy(a.sun_path, path, strnlen(path, sizeof(a.sun_path) - 1));
 	if (path[0] == '@')	/* abstract namespace */
 		a.sun_path[0] = 0;
-	if (connect(fd, (struct sockaddr *)&a, sizeof(a))) {
-		int e = -errno;
-
-		close(fd);
-		return e;
+	for (;;) {
+		if (!connect(fd, (struct sockaddr *)&a, sizeof(a)))
+			return fd;
+		e = errno;
+		if (e == EINTR)
+			continue;
+		if (e != EAGAIN || left_ms(deadline) == 0)
+			break;
+		poll(NULL, 0, left_ms(deadline) < 10 ? left_ms(deadline) : 10);
 	}
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	return fd;
+	close(fd);
+	return e == EAGAIN ? -ETIMEDOUT : -e;
+}
+
+/* Wait until fd is ready for events, or the deadline: 0, or -ETIMEDOUT. */
+static int wait_fd(int fd, short events, uint64_t deadline)
+{
+	struct pollfd p = { .fd = fd, .events = events };
+	int n;
+
+	for (;;) {
+		n = poll(&p, 1, left_ms(deadline));
+		if (n > 0)
+			return 0;
+		if (n == 0)
+			return -ETIMEDOUT;
+		if (errno != EINTR)
+			return -errno;
+	}
 }
 
 static int send_hello(int sock, struct hp_session *s, int dormant,
-		      uint64_t data_size)
+		      uint64_t data_size, uint64_t deadline)
 {
-	int fds[5], nfds = 0, i, ret = 0;
+	int fds[HP_HELLO_FDS_MAX], nfds = 0, i, ret = 0;
 	char cbuf[CMSG_SPACE(sizeof(fds))];
 	struct hp_hello hello;
 	struct hp_hello_reply reply;
@@ -78,6 +122,13 @@ static int send_hello(int sock, struct hp_session *s, int dormant,
 		goto out;
 	}
 	nfds++;
+	/* Binds the session to this process, not to a pid number. */
+	fds[nfds] = (int)syscall(SYS_pidfd_open, getpid(), 0);
+	if (fds[nfds] < 0) {
+		ret = -errno;
+		goto out;
+	}
+	nfds++;
 	fds[nfds] = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
 	if (fds[nfds] >= 0)
 		nfds++;
@@ -96,16 +147,24 @@ static int send_hello(int sock, struct hp_session *s, int dormant,
 	cm->cmsg_type = SCM_RIGHTS;
 	cm->cmsg_len = CMSG_LEN(nfds * sizeof(int));
 	memcpy(CMSG_DATA(cm), fds, nfds * sizeof(int));
-	do {
+	for (;;) {
 		n = sendmsg(sock, &m, MSG_NOSIGNAL);
-	} while (n < 0 && errno == EINTR);
+		if (n >= 0 || (errno != EINTR && errno != EAGAIN))
+			break;
+		if (errno == EAGAIN && (ret = wait_fd(sock, POLLOUT, deadline)))
+			goto out;
+	}
 	if (n != (ssize_t)sizeof(hello)) {
 		ret = n < 0 ? -errno : -EPROTO;
 		goto out;
 	}
-	do {
+	for (;;) {
 		n = recv(sock, &reply, sizeof(reply), 0);
-	} while (n < 0 && errno == EINTR);
+		if (n >= 0 || (errno != EINTR && errno != EAGAIN))
+			break;
+		if (errno == EAGAIN && (ret = wait_fd(sock, POLLIN, deadline)))
+			goto out;
+	}
 	if (n != (ssize_t)sizeof(reply) || reply.magic != HP_REPLY_MAGIC) {
 		ret = n < 0 ? -errno : -EPROTO;
 		goto out;
@@ -117,7 +176,7 @@ static int send_hello(int sock, struct hp_session *s, int dormant,
 	hp_debug("daemon accepted: session %llu",
 		 (unsigned long long)reply.session_id);
 out:
-	for (i = 2; i < nfds; i++)
+	for (i = HP_HELLO_FD_MAPS; i < nfds; i++)
 		close(fds[i]);
 	return ret;
 }
@@ -125,6 +184,7 @@ out:
 int hp_socket_open(struct hp_session *s, int dormant, uint64_t data_size)
 {
 	struct heapprofd_config *cfg;
+	uint64_t deadline;
 	size_t len;
 	void *map;
 	int ret, sock;
@@ -166,17 +226,22 @@ int hp_socket_open(struct hp_session *s, int dormant, uint64_t data_size)
 		goto fail_map;
 	}
 	s->kernel = 0;
-	sock = connect_daemon(hp_cfg.socket_path);
+	deadline = now_ms() + hp_cfg.hello_timeout_ms;
+	sock = connect_daemon(hp_cfg.socket_path, deadline);
 	if (sock >= 0) {
-		ret = send_hello(sock, s, dormant, data_size);
+		ret = send_hello(sock, s, dormant, data_size, deadline);
 		if (ret) {
 			close(sock);
 			sock = ret;
 		}
 	}
 	if (sock < 0) {
-		hp_debug("no daemon at %s (%s)", hp_cfg.socket_path,
-			 strerror(-sock));
+		if (sock == -ETIMEDOUT)
+			hp_debug("the daemon at %s did not answer within %u ms: running unprofiled",
+				 hp_cfg.socket_path, hp_cfg.hello_timeout_ms);
+		else
+			hp_debug("no daemon at %s (%s)", hp_cfg.socket_path,
+				 strerror(-sock));
 		if (!dormant) {
 			ret = sock;
 			goto fail_ev;

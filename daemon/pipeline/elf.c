@@ -7,18 +7,90 @@
  * here instead of the process when it can (no system call, and it still
  * works after the process exited); the books symbolize through it.
  *
- * Everything in the file is untrusted: headers are bounds-checked.
+ * Everything in the file is untrusted: headers are bounds-checked. The
+ * file itself may be hostile too (the daemon runs as root, the process
+ * does not): nothing is opened that is not a regular file (a FIFO would
+ * block us, a device node's open has effects), and a file that somebody
+ * other than root or us could shrink is read into a sealed private copy
+ * rather than mapped, since truncating a mapped file raises SIGBUS in the
+ * reader (our parser, libdw).
  */
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 #include <sys/mman.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "internal.h"
+
+/* The largest file copied rather than mapped (see stable_copy). */
+#define HP_ELF_COPY_MAX		(1ULL << 30)
+
+int hp_open_regular(int dirfd, const char *path)
+{
+	char self[64];
+	struct stat st;
+	int pfd, fd;
+
+	/* O_PATH opens nothing: no FIFO wait, no driver's open. */
+	pfd = openat(dirfd, path, O_PATH | O_CLOEXEC);
+	if (pfd < 0)
+		return -1;
+	if (fstat(pfd, &st) || !S_ISREG(st.st_mode)) {
+		close(pfd);
+		errno = EINVAL;
+		return -1;
+	}
+	/* Reopen that very inode for reading; permissions are checked again. */
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", pfd);
+	fd = open(self, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	close(pfd);
+	return fd;
+}
+
+/*
+ * Could anybody but root and this daemon make the file shorter while we
+ * have it mapped? Its owner can, and so can anyone its mode lets write.
+ */
+static int shrinkable_by_others(const struct stat *st)
+{
+	return (st->st_uid != 0 && st->st_uid != geteuid()) ||
+	       (st->st_mode & (S_IWGRP | S_IWOTH));
+}
+
+/*
+ * A private, sealed copy of fd's size bytes in a memfd: nobody can shrink
+ * it. Returns the memfd, or -1 (too big, or the file changed under us).
+ */
+static int stable_copy(int fd, off_t size)
+{
+	off_t off = 0;
+	int mfd;
+
+	if ((unsigned long long)size > HP_ELF_COPY_MAX)
+		return -1;
+	mfd = memfd_create("heapprofd-elf", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (mfd < 0)
+		return -1;
+	while (off < size) {
+		ssize_t n = sendfile(mfd, fd, &off, (size_t)(size - off));
+
+		if (n <= 0 && !(n < 0 && errno == EINTR)) {
+			close(mfd);
+			return -1;
+		}
+	}
+	if (fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL)) {
+		close(mfd);
+		return -1;
+	}
+	return mfd;
+}
 
 void hp_elfcache_init(struct hp_elfcache *c)
 {
@@ -177,10 +249,10 @@ struct hp_elf *hp_elf_open(struct hp_elfcache *c, const char *path, int fd,
 	struct stat st;
 	void *img;
 	struct stat st2;
-	int keep_fd;
+	int keep_fd, copy;
 
 	if (fd < 0)
-		fd = open(path, O_RDONLY | O_CLOEXEC);
+		fd = hp_open_regular(AT_FDCWD, path);
 	if (fd < 0)
 		return NULL;
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size < (off_t)sizeof(Elf64_Ehdr) ||
@@ -189,6 +261,7 @@ struct hp_elf *hp_elf_open(struct hp_elfcache *c, const char *path, int fd,
 		close(fd);
 		return NULL;
 	}
+	copy = shrinkable_by_others(&st);
 	if (c) {
 		pthread_mutex_lock(&c->lock);
 		for (e = c->head; e; e = e->next)
@@ -200,6 +273,14 @@ struct hp_elf *hp_elf_open(struct hp_elfcache *c, const char *path, int fd,
 				return e;
 			}
 		pthread_mutex_unlock(&c->lock);
+	}
+	if (copy) {
+		int mfd = stable_copy(fd, st.st_size);
+
+		close(fd);
+		if (mfd < 0)
+			return NULL;
+		fd = mfd;
 	}
 	img = mmap(NULL, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
 	if (img == MAP_FAILED) {
@@ -221,7 +302,7 @@ struct hp_elf *hp_elf_open(struct hp_elfcache *c, const char *path, int fd,
 	 * with the process); otherwise the mapping is enough, and the daemon
 	 * does not run out of descriptors when it profiles the whole system.
 	 */
-	keep_fd = !path || !strncmp(path, "/proc/", 6) || stat(path, &st2) ||
+	keep_fd = copy || !path || !strncmp(path, "/proc/", 6) || stat(path, &st2) ||
 		  st2.st_ino != st.st_ino || st2.st_dev != st.st_dev;
 	if (!keep_fd) {
 		close(fd);
@@ -231,6 +312,7 @@ struct hp_elf *hp_elf_open(struct hp_elfcache *c, const char *path, int fd,
 	e->size = st.st_size;
 	e->dev = st.st_dev;
 	e->ino = st.st_ino;
+	e->owner = st.st_uid;
 	e->path = strdup(path ? path : "?");
 	/* Our own client: its frames (the malloc wrapper) are not call sites. */
 	e->is_client = e->path && strstr(e->path, "libheapprofd_client") != NULL;

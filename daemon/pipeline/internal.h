@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "outfile.h"
 #include "pipeline.h"
 
 #define HP_DEFAULT_MAX_FRAMES	128
@@ -135,7 +136,9 @@ struct hp_elf {
 	ino_t ino;
 	char *path;
 	int is_client;		/* libheapprofd_client.so */
-	int fd;			/* -1 once mapped, unless the path cannot reopen it */
+	uid_t owner;		/* the file's owner: who could plant files beside it */
+	int fd;			/* -1 once mapped, unless the path cannot reopen it
+				 * (or it is a private copy: see elf.c) */
 	const uint8_t *img;	/* whole file, read-only */
 	size_t size;
 	uint8_t build_id[64];
@@ -176,6 +179,11 @@ void hp_elfcache_fini(struct hp_elfcache *c);
  * Open and map an ELF file. If dev/ino are nonzero the file must be that
  * inode (what /proc/<pid>/maps listed). c may be NULL (no sharing).
  */
+/*
+ * Open path (relative to dirfd) for reading only if it is a regular file,
+ * without ever opening anything else (FIFOs, devices). An fd, or -1.
+ */
+int hp_open_regular(int dirfd, const char *path);
 struct hp_elf *hp_elf_open(struct hp_elfcache *c, const char *path, int fd,
 			   dev_t dev, ino_t ino);
 struct hp_elf *hp_elf_ref(struct hp_elf *e);
@@ -223,6 +231,16 @@ struct hp_maps {
 	size_t n;
 };
 
+/* Whose files a maps snapshot opens, and how (maps.c, open_elf). */
+struct hp_target {
+	pid_t pid;
+	int proc_fd;		/* /proc/<pid> of that very process, or -1 */
+	int paths_ok;		/* may open files by the paths its maps name */
+};
+
+int hp_maps_read_at(struct hp_maps *out, const struct hp_maps *old, int maps_fd,
+		    const struct hp_target *t, int exe_fd, int mem_fd, struct hp_elfcache *c);
+/* The same for a process of our own user, by pid (tests, tools). */
 int hp_maps_read(struct hp_maps *out, const struct hp_maps *old, int maps_fd,
 		 pid_t pid, int exe_fd, int mem_fd, struct hp_elfcache *c);
 const struct hp_mapping *hp_maps_find(const struct hp_maps *mp, uint64_t addr);
@@ -243,6 +261,9 @@ struct hp_uframe {
 struct hp_unwinder;
 struct hp_unwinder *hp_unwinder_new(pid_t pid, int maps_fd, int mem_fd,
 				    int exe_fd, struct hp_elfcache *c);
+/* The same with how to open its files; takes t->proc_fd. */
+struct hp_unwinder *hp_unwinder_new_at(const struct hp_target *t, int maps_fd, int mem_fd,
+				       int exe_fd, struct hp_elfcache *c);
 void hp_unwinder_free(struct hp_unwinder *u);	/* closes the fds */
 /* Another unwinder for the same process (another worker): its own address
  * space and caches, duplicated fds, a copy of the current maps snapshot. */
@@ -435,7 +456,10 @@ const char *hp_prof_loc_frame(const struct hp_prof *p, uint32_t loc, uint32_t k,
 
 /* ---- pprof.c / render.c ---------------------------------------------- */
 
-int hp_pprof_write(const struct hp_prof *p, const char *path);
+/* Write p to path safely (outfile.h): 0, or -errno with a reason in why. */
+int hp_pprof_write(const struct hp_prof *p, const char *path, char *why, size_t wl);
+/* Into an open output file, not committed: 0 or -errno (o->why). */
+int hp_pprof_write_out(const struct hp_prof *p, struct hp_out *o);
 int hp_pprof_read(struct hp_prof *p, const char *path, char *why, size_t wl);
 /* buf: the uncompressed profile.proto message (untrusted) */
 int hp_pprof_parse(struct hp_prof *p, const uint8_t *buf, size_t len, char *why, size_t wl);
@@ -443,8 +467,9 @@ int hp_folded_write(const struct hp_prof *p, int metric, FILE *f);
 int hp_svg_write(const struct hp_prof *p, int metric, const char *title, FILE *f);
 int hp_text_write(const struct hp_prof *p, int top, FILE *f);
 int hp_prof_metric(const struct hp_prof *p);	/* inuse_space unless all 0 */
-int hp_write_file(const char *path, int (*fn)(const struct hp_prof *, int, FILE *),
-		  const struct hp_prof *p, int arg);
+/* fn's output into o's stream, not committed: 0 or -errno (o->why). */
+int hp_write_out(struct hp_out *o, int (*fn)(const struct hp_prof *, int, FILE *),
+		 const struct hp_prof *p, int arg);
 
 /* ---- books.c ------------------------------------------------------------ */
 

@@ -19,7 +19,11 @@
 
 #include "internal.h"
 
-#define HP_MAPS_MAX_BYTES	(64U << 20)	/* a bigger maps file is hostile */
+/*
+ * A bigger maps file is hostile: the kernel's default vm.max_map_count
+ * (65530 mappings) at about 150 bytes a line is under 10 MiB.
+ */
+#define HP_MAPS_MAX_BYTES	(16U << 20)
 
 static char *slurp(int fd, size_t *len)
 {
@@ -100,50 +104,62 @@ static struct hp_elf *find_old(const struct hp_maps *old, const char *path,
 }
 
 static struct hp_elf *open_elf(const struct hp_mapping *m, const char *path,
-			       unsigned maj, unsigned min, unsigned long ino, pid_t pid,
-			       int exe_fd, struct hp_elfcache *c)
+			       unsigned maj, unsigned min, unsigned long ino,
+			       const struct hp_target *t, int exe_fd, struct hp_elfcache *c)
 {
 	dev_t dev = makedev(maj, min);
 	struct hp_elf *e;
 	char alt[4200];
 	struct stat st;
+	int fd;
 
 	/*
 	 * First the file the kernel says is mapped there (needs the
 	 * privileges a system daemon has): a maps file forged by a hostile
-	 * client then cannot make us read files that process could not.
+	 * client, or a path renamed since, then cannot make us read files
+	 * that process could not.
 	 */
-	if (pid > 0) {
-		int fd;
-
-		snprintf(alt, sizeof(alt), "/proc/%d/map_files/%llx-%llx", (int)pid,
+	snprintf(alt, sizeof(alt), "map_files/%llx-%llx",
+		 (unsigned long long)m->start, (unsigned long long)m->end);
+	if (t->proc_fd >= 0) {
+		fd = hp_open_regular(t->proc_fd, alt);
+	} else if (t->pid > 0) {
+		snprintf(alt, sizeof(alt), "/proc/%d/map_files/%llx-%llx", (int)t->pid,
 			 (unsigned long long)m->start, (unsigned long long)m->end);
-		fd = open(alt, O_RDONLY | O_CLOEXEC);
-		if (fd >= 0) {
-			e = hp_elf_open(c, path, fd, (dev_t)-1, ino);
-			if (e)
-				return e;
-		}
+		fd = hp_open_regular(AT_FDCWD, alt);
+	} else {
+		fd = -1;
 	}
-	e = hp_elf_open(c, path, -1, dev, ino);
-	if (e)
-		return e;
-	/* Another mount namespace: look through the process's root. */
-	if (pid > 0) {
-		snprintf(alt, sizeof(alt), "/proc/%d/root%s", (int)pid, path);
-		e = hp_elf_open(c, alt, -1, dev, ino);
+	if (fd >= 0) {
+		e = hp_elf_open(c, path, fd, (dev_t)-1, ino);
 		if (e)
 			return e;
 	}
 	/* The executable, even if deleted or unreachable by path. */
-	if (exe_fd >= 0 && !fstat(exe_fd, &st) && st.st_ino == ino) {
-		int fd = dup(exe_fd);
-
+	if (exe_fd >= 0 && !fstat(exe_fd, &st) && S_ISREG(st.st_mode) && st.st_ino == ino) {
+		fd = fcntl(exe_fd, F_DUPFD_CLOEXEC, 0);
 		if (fd >= 0) {
 			e = hp_elf_open(c, path, fd, (dev_t)-1, ino);
 			if (e)
 				return e;
 		}
+	}
+	/*
+	 * Paths are the process's word, and files may be swapped under them:
+	 * open by path only for a process of our own user, who could open
+	 * the same files anyway (a private daemon without map_files access).
+	 */
+	if (!t->paths_ok)
+		return NULL;
+	e = hp_elf_open(c, path, -1, dev, ino);
+	if (e)
+		return e;
+	/* Another mount namespace: look through the process's root. */
+	if (t->pid > 0) {
+		snprintf(alt, sizeof(alt), "/proc/%d/root%s", (int)t->pid, path);
+		e = hp_elf_open(c, alt, -1, dev, ino);
+		if (e)
+			return e;
 	}
 	/* Overlay file systems report another device: match the inode only. */
 	return hp_elf_open(c, path, -1, (dev_t)-1, ino);
@@ -188,6 +204,14 @@ static int check_build_id(const struct hp_mapping *m, int mem_fd)
 
 int hp_maps_read(struct hp_maps *out, const struct hp_maps *old, int maps_fd,
 		 pid_t pid, int exe_fd, int mem_fd, struct hp_elfcache *c)
+{
+	struct hp_target t = { .pid = pid, .proc_fd = -1, .paths_ok = 1 };
+
+	return hp_maps_read_at(out, old, maps_fd, &t, exe_fd, mem_fd, c);
+}
+
+int hp_maps_read_at(struct hp_maps *out, const struct hp_maps *old, int maps_fd,
+		    const struct hp_target *t, int exe_fd, int mem_fd, struct hp_elfcache *c)
 {
 	size_t len, cap = 0;
 	char *buf, *line, *save = NULL;
@@ -237,7 +261,7 @@ int hp_maps_read(struct hp_maps *out, const struct hp_maps *old, int maps_fd,
 			} else if ((m.elf = find_old(old, path, ino))) {
 				set_bias(&m);
 			} else {
-				m.elf = open_elf(&m, path, maj, min, ino, pid, exe_fd, c);
+				m.elf = open_elf(&m, path, maj, min, ino, t, exe_fd, c);
 				if (m.elf) {
 					set_bias(&m);
 					if (check_build_id(&m, mem_fd)) {

@@ -674,6 +674,8 @@ static void close_fds(const struct hp_proc_info *info)
 		close(info->mem_fd);
 	if (info->exe_fd >= 0)
 		close(info->exe_fd);
+	if (info->has_proc_fd && info->proc_fd >= 0)
+		close(info->proc_fd);
 }
 
 struct hp_proc *hp_proc_new(struct hp_pipeline *p, const struct hp_proc_info *info)
@@ -705,10 +707,16 @@ struct hp_proc *hp_proc_new(struct hp_pipeline *p, const struct hp_proc_info *in
 	pr->reuse = hp_reuse_new();
 	/* The first maps snapshot and the ELF files, right now (the process may
 	 * be gone by the time its samples are unwound); copies for the others. */
-	if (pr->unw)
-		pr->unw[0] = hp_unwinder_new(info->pid, info->maps_fd, info->mem_fd,
-					     info->exe_fd, &p->elfs);
-	else
+	if (pr->unw) {
+		struct hp_target t = {
+			.pid = info->pid,
+			.proc_fd = info->has_proc_fd ? info->proc_fd : -1,
+			.paths_ok = !info->foreign,
+		};
+
+		pr->unw[0] = hp_unwinder_new_at(&t, info->maps_fd, info->mem_fd,
+						info->exe_fd, &p->elfs);
+	} else
 		close_fds(info);
 	for (i = 1; pr->unw && pr->unw[0] && i < n; i++)
 		pr->unw[i] = hp_unwinder_clone(pr->unw[0]);
@@ -1038,43 +1046,84 @@ void hp_proc_sync(struct hp_proc *pr)
 	round_trip(pr, J_SYNC, &w);
 }
 
+/*
+ * The files of one profile, all or none (outfile.h): each written to a
+ * temporary file, then every one renamed into place. A full disk or a
+ * planted link leaves the previous profile and no partial one.
+ */
 static int write_one(const struct hp_prof *prof, const char *prefix, const char *mid,
-		     unsigned formats, const char *title)
+		     unsigned formats, const char *title, char *why, size_t whylen)
 {
-	char path[4200];
+	static const struct { unsigned fmt; const char *ext; } kinds[] = {
+		{ HP_OUT_PPROF, ".pb.gz" }, { HP_OUT_FOLDED, ".folded" },
+		{ HP_OUT_TEXT, ".txt" }, { HP_OUT_SVG, ".svg" },
+	};
+	struct hp_out *o;
+	char path[HP_OUT_PATH_MAX + 64];
 	int rc = 0, metric = hp_prof_metric(prof);
+	size_t n = 0, k, bad = 0;
 
-	if (formats & HP_OUT_PPROF) {
-		snprintf(path, sizeof(path), "%s%s.pb.gz", prefix, mid);
-		rc = hp_pprof_write(prof, path);
+	o = calloc(sizeof(kinds) / sizeof(kinds[0]), sizeof(*o));
+	if (!o) {
+		snprintf(why, whylen, "out of memory");
+		return -ENOMEM;
 	}
-	if (!rc && (formats & HP_OUT_FOLDED)) {
-		snprintf(path, sizeof(path), "%s%s.folded", prefix, mid);
-		if (hp_write_file(path, hp_folded_write, prof, metric))
-			rc = -EIO;
-	}
-	if (!rc && (formats & HP_OUT_TEXT)) {
-		snprintf(path, sizeof(path), "%s%s.txt", prefix, mid);
-		if (hp_write_file(path, hp_text_write, prof, 0))
-			rc = -EIO;
-	}
-	if (!rc && (formats & HP_OUT_SVG)) {
+	for (k = 0; k < sizeof(kinds) / sizeof(kinds[0]) && !rc; k++) {
 		FILE *f;
 
-		snprintf(path, sizeof(path), "%s%s.svg", prefix, mid);
-		f = fopen(path, "w");
-		if (!f)
-			return -errno;
-		rc = hp_svg_write(prof, metric, title, f) ? -EIO : 0;
-		if (fclose(f) && !rc)
-			rc = -EIO;
+		if (!(formats & kinds[k].fmt))
+			continue;
+		if (snprintf(path, sizeof(path), "%s%s%s", prefix, mid, kinds[k].ext) >=
+		    HP_OUT_PATH_MAX) {
+			snprintf(why, whylen, "%s%s%s: %s", prefix, mid, kinds[k].ext,
+				 strerror(ENAMETOOLONG));
+			rc = -ENAMETOOLONG;
+			break;
+		}
+		rc = hp_out_open(&o[n], path, 0644);
+		bad = n++;
+		if (rc)
+			break;
+		switch (kinds[k].fmt) {
+		case HP_OUT_PPROF:
+			rc = hp_pprof_write_out(prof, &o[bad]);
+			break;
+		case HP_OUT_FOLDED:
+			rc = hp_write_out(&o[bad], hp_folded_write, prof, metric);
+			break;
+		case HP_OUT_TEXT:
+			rc = hp_write_out(&o[bad], hp_text_write, prof, 0);
+			break;
+		default:
+			f = hp_out_stdio(&o[bad]);
+			if (f && (hp_svg_write(prof, metric, title, f) || fflush(f)))
+				hp_out_fail(&o[bad], EIO, "writing");
+			rc = o[bad].err ? -o[bad].err : 0;
+			break;
+		}
 	}
+	if (!rc)
+		rc = hp_out_commit_all(o, n, &bad);
+	if (rc) {
+		if (o[bad].why[0])
+			snprintf(why, whylen, "%s", o[bad].why);
+		for (k = 0; k < n; k++)
+			hp_out_abort(&o[k]);
+	}
+	free(o);
 	return rc;
 }
 
 int hp_proc_dump(struct hp_proc *pr, const char *path_prefix, unsigned formats,
 		 unsigned which)
 {
+	return hp_proc_dump_why(pr, path_prefix, formats, which, NULL, 0);
+}
+
+int hp_proc_dump_why(struct hp_proc *pr, const char *path_prefix, unsigned formats,
+		     unsigned which, char *why, size_t whylen)
+{
+	char whybuf[HP_OUT_PATH_MAX + 200] = "";
 	struct waiter w = { 0 };
 	char title[128];
 	int rc = 0;
@@ -1091,10 +1140,12 @@ int hp_proc_dump(struct hp_proc *pr, const char *path_prefix, unsigned formats,
 		return rc;
 	snprintf(title, sizeof(title), "%s (pid %d)", pr->comm, (int)pr->pid);
 	if (which & HP_DUMP_NOW)
-		rc = write_one(&w.now, path_prefix, "", formats, title);
+		rc = write_one(&w.now, path_prefix, "", formats, title, whybuf, sizeof(whybuf));
 	if (!rc && (which & HP_DUMP_PEAK))
 		rc = write_one(&w.peak, path_prefix, which & HP_DUMP_NOW ? ".peak" : "",
-			       formats, title);
+			       formats, title, whybuf, sizeof(whybuf));
+	if (rc && why)
+		snprintf(why, whylen, "%s", whybuf);
 	if (which & HP_DUMP_NOW)
 		hp_prof_free(&w.now);
 	if (which & HP_DUMP_PEAK)

@@ -43,6 +43,15 @@ struct hp_proc_info {
 	int mem_fd;
 	int exe_fd;
 	unsigned flags;		/* HP_PROC_* */
+	/*
+	 * The process belongs to another user than the daemon's (a system
+	 * daemon serving everybody): its files are opened only as the kernel
+	 * has them mapped (proc_fd's map_files), never by the paths its maps
+	 * name, which it controls.
+	 */
+	int foreign;
+	int has_proc_fd;	/* proc_fd is set (a 0 from memset is not an fd) */
+	int proc_fd;		/* /proc/<pid> of that very process; ownership passes */
 };
 
 /* Takes the first maps snapshot now (the process may be gone later). */
@@ -90,6 +99,15 @@ void hp_proc_set_totals(struct hp_proc *pr, const struct heapprofd_counters *cop
  */
 int hp_proc_dump(struct hp_proc *pr, const char *path_prefix, unsigned formats,
 		 unsigned which);
+/*
+ * The same, with what failed and why in why (e.g. "writing /tmp/p.svg: No
+ * space left on device", "/tmp/p.svg is a symbolic link, not a regular
+ * file: not replacing it"). The files of one profile are written all or
+ * none, each created safely (outfile.h): no link followed, no special file
+ * replaced, no partial file left.
+ */
+int hp_proc_dump_why(struct hp_proc *pr, const char *path_prefix, unsigned formats,
+		     unsigned which, char *why, size_t whylen);
 
 /* Wait until every record fed so far is accounted (tests, fuzzing). */
 void hp_proc_sync(struct hp_proc *pr);
@@ -109,6 +127,14 @@ struct hp_proc_stats {
 	uint64_t reuse_missing;	/* ... that could not be (cut at the top) */
 };
 void hp_proc_get_stats(struct hp_proc *pr, struct hp_proc_stats *st);
+
+/*
+ * A number from the command line, strictly: decimal digits only (no sign,
+ * no space, nothing after), within [min, max]. 0, or -1 with why ("'12x'
+ * is not a number", "-5 ...", "... is out of range (1 to 1099511627776)").
+ */
+int hp_parse_num(const char *s, unsigned long long min, unsigned long long max,
+		 unsigned long long *out, char *why, size_t wl);
 
 /* `heapprofctl report FILE [--top N] [--svg out.svg] [--folded] [--base OTHER]` */
 int hp_report_main(int argc, char **argv);

@@ -5,10 +5,12 @@
  * `heapprofctl report` and `symbolize`, treating the file as untrusted.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <zlib.h>
 
@@ -60,36 +62,60 @@ static int64_t str_idx(struct strs *s, const char *str)
 	return (int64_t)s->n++;
 }
 
-static int gz_write(const char *path, const uint8_t *buf, size_t len)
+/* Compress buf into o's file (a dup of its fd: o keeps its own for fsync). */
+static int gz_write(struct hp_out *o, const uint8_t *buf, size_t len)
 {
-	char tmp[4200];
+	int fd, zrc;
 	gzFile g;
-	int rc = 0;
 
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	g = gzopen(tmp, "wb6");
-	if (!g)
-		return -errno ? -errno : -EIO;
+	if (o->err)
+		return -o->err;
+	fd = fcntl(o->fd, F_DUPFD_CLOEXEC, 0);
+	if (fd < 0) {
+		hp_out_fail(o, errno, "writing");
+		return -o->err;
+	}
+	errno = 0;
+	g = gzdopen(fd, "wb6");
+	if (!g) {
+		close(fd);
+		hp_out_fail(o, errno ? errno : ENOMEM, "compressing");
+		return -o->err;
+	}
 	while (len) {
 		unsigned chunk = len > (1U << 30) ? (1U << 30) : (unsigned)len;
 
+		errno = 0;
 		if (gzwrite(g, buf, chunk) != (int)chunk) {
-			rc = -EIO;
+			hp_out_fail(o, errno ? errno : EIO, "writing");
 			break;
 		}
 		buf += chunk;
 		len -= chunk;
 	}
-	if (gzclose(g) != Z_OK && !rc)
-		rc = -EIO;
-	if (!rc && rename(tmp, path))
-		rc = -errno;
-	if (rc)
-		remove(tmp);
+	/* The last of the data is written here: a full disk shows up now. */
+	errno = 0;
+	zrc = gzclose(g);
+	if (zrc != Z_OK)
+		hp_out_fail(o, zrc == Z_ERRNO && errno ? errno : EIO, "writing");
+	return o->err ? -o->err : 0;
+}
+
+int hp_pprof_write(const struct hp_prof *p, const char *path, char *why, size_t wl)
+{
+	struct hp_out o;
+	int rc = hp_out_open(&o, path, 0644);
+
+	if (!rc && (rc = hp_pprof_write_out(p, &o)) != 0)
+		hp_out_abort(&o);
+	else if (!rc)
+		rc = hp_out_commit(&o);
+	if (rc && why)
+		snprintf(why, wl, "%s", o.why);
 	return rc;
 }
 
-int hp_pprof_write(const struct hp_prof *p, const char *path)
+int hp_pprof_write_out(const struct hp_prof *p, struct hp_out *o)
 {
 	PB_Profile pr = PERFTOOLS__PROFILES__PROFILE__INIT;
 	PB_ValueType vt[HP_NV], *vtp[HP_NV], period_type = PERFTOOLS__PROFILES__VALUE_TYPE__INIT;
@@ -265,8 +291,10 @@ int hp_pprof_write(const struct hp_prof *p, const char *path)
 	if (!buf)
 		goto out;
 	perftools__profiles__profile__pack(&pr, buf);
-	rc = gz_write(path, buf, len);
+	rc = gz_write(o, buf, len);
 out:
+	if (rc == -ENOMEM)
+		hp_out_fail(o, ENOMEM, "building");
 	free(buf);
 	free(map); free(mapp); free(loc); free(locp); free(lin); free(linp);
 	free(fn); free(fnp); free(smp); free(smpp); free(lab); free(labp);

@@ -5,6 +5,7 @@
  * in the profile and live as long as it does.
  */
 #include <stdarg.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -216,24 +217,15 @@ int hp_prof_metric(const struct hp_prof *p)
 	return HP_V_ALLOC_SPACE;
 }
 
-int hp_write_file(const char *path, int (*fn)(const struct hp_prof *, int, FILE *),
-		  const struct hp_prof *p, int arg)
+int hp_write_out(struct hp_out *o, int (*fn)(const struct hp_prof *, int, FILE *),
+		 const struct hp_prof *p, int arg)
 {
-	char tmp[4200];
-	FILE *f;
-	int rc;
+	FILE *f = hp_out_stdio(o);
 
-	/* Write to a temporary name and rename: a reader never sees half a file. */
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	f = fopen(tmp, "w");
 	if (!f)
-		return -1;
-	rc = fn(p, arg, f);
-	if (fclose(f))
-		rc = -1;
-	if (rc || rename(tmp, path)) {
-		unlink(tmp);
-		return -1;
-	}
-	return 0;
+		return -o->err;
+	/* A failed write(2) left its errno in o; anything else is EIO. */
+	if (fn(p, arg, f) || fflush(f))
+		hp_out_fail(o, EIO, "writing");
+	return o->err ? -o->err : 0;
 }

@@ -7,12 +7,43 @@
  * graph. --base subtracts another profile, stack by stack (matched by
  * function names, so two runs of the same program compare).
  */
+#include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
+
+int hp_parse_num(const char *s, unsigned long long min, unsigned long long max,
+		 unsigned long long *out, char *why, size_t wl)
+{
+	unsigned long long v;
+	char *end;
+
+	if (!s || !*s) {
+		snprintf(why, wl, "an empty value where a number belongs");
+		return -1;
+	}
+	/* strtoull would take "-5" (and wrap it), " 5" and "+5": digits only. */
+	if (!isdigit((unsigned char)s[0])) {
+		snprintf(why, wl, "'%s' is not a number (digits only, no sign)", s);
+		return -1;
+	}
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (*end) {
+		snprintf(why, wl, "'%s' is not a number", s);
+		return -1;
+	}
+	if (errno == ERANGE || v < min || v > max) {
+		snprintf(why, wl, "%s is out of range (%llu to %llu)", s, min, max);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
 
 static void usage(FILE *f)
 {
@@ -98,13 +129,13 @@ int hp_report_main(int argc, char **argv)
 
 	for (i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--top") && i + 1 < argc) {
-			char *end;
+			unsigned long long n;
 
-			top = (int)strtol(argv[++i], &end, 10);
-			if (*end || top < 0) {
-				fprintf(stderr, "report: --top wants a number, not '%s'\n", argv[i]);
+			if (hp_parse_num(argv[++i], 0, INT_MAX, &n, why, sizeof(why))) {
+				fprintf(stderr, "report: --top: %s\n", why);
 				return 2;
 			}
+			top = (int)n;
 		} else if (!strcmp(argv[i], "--svg") && i + 1 < argc) {
 			svg = argv[++i];
 		} else if (!strcmp(argv[i], "--folded")) {
@@ -148,20 +179,31 @@ int hp_report_main(int argc, char **argv)
 		show = &d;
 	}
 	if (!rc && svg) {
-		FILE *f = fopen(svg, "w");
+		struct hp_out o;
+		FILE *f = NULL;
 
-		if (!f || hp_svg_write(show, hp_prof_metric(show), file, f)) {
-			fprintf(stderr, "report: cannot write %s: %s\n", svg, strerror(errno));
+		if (!hp_out_open(&o, svg, 0644))
+			f = hp_out_stdio(&o);
+		if (f && (hp_svg_write(show, hp_prof_metric(show), file, f) || fflush(f)))
+			hp_out_fail(&o, EIO, "writing");
+		if (!f || hp_out_commit(&o)) {
+			hp_out_abort(&o);
+			fprintf(stderr, "report: cannot write the flame graph: %s\n", o.why);
 			rc = 1;
 		}
-		if (f && fclose(f))
-			rc = 1;
 	}
 	if (!rc) {
+		errno = 0;
 		if (folded)
 			rc = hp_folded_write(show, hp_prof_metric(show), stdout) ? 1 : 0;
 		else
 			rc = hp_text_write(show, top, stdout) ? 1 : 0;
+		/* `report > /dev/full`: the error shows at the flush, if not before. */
+		if (fflush(stdout) || rc || ferror(stdout)) {
+			fprintf(stderr, "report: writing to standard output: %s\n",
+				errno ? strerror(errno) : "write error");
+			rc = 1;
+		}
 	}
 	hp_prof_free(&a);
 	hp_prof_free(&d);

@@ -65,6 +65,19 @@ static const Dwfl_Callbacks offline_cb = {
 	.debuginfo_path = &debuginfo_path,
 };
 
+/*
+ * A file root does not own sits where its owner may plant files: its
+ * debuglink names a file beside it, which might be a FIFO that blocks
+ * libdw's open for good. Such files get separate debug files by build id
+ * only (under the debug roots, which root owns).
+ */
+static const Dwfl_Callbacks offline_buildid_cb = {
+	.find_elf = dwfl_build_id_find_elf,
+	.find_debuginfo = dwfl_build_id_find_debuginfo,
+	.section_address = dwfl_offline_section_address,
+	.debuginfo_path = &debuginfo_path,
+};
+
 static int open_dwfl(struct hp_elf *e)
 {
 	Dwfl *d;
@@ -72,7 +85,7 @@ static int open_dwfl(struct hp_elf *e)
 	int fd;
 
 	hp_debuginfo_roots();	/* debuginfo_path set */
-	d = dwfl_begin(&offline_cb);
+	d = dwfl_begin(e->owner == 0 || e->owner == geteuid() ? &offline_cb : &offline_buildid_cb);
 	if (!d)
 		return -1;
 	if (e->fd >= 0) {
@@ -81,7 +94,7 @@ static int open_dwfl(struct hp_elf *e)
 		struct stat st;
 
 		/* Reopen by path; it must still be the same file. */
-		fd = open(e->path, O_RDONLY | O_CLOEXEC);
+		fd = hp_open_regular(AT_FDCWD, e->path);
 		if (fd >= 0 && (fstat(fd, &st) || st.st_ino != e->ino ||
 				(size_t)st.st_size != e->size)) {
 			close(fd);

@@ -7,6 +7,7 @@
  * names (used only if its build id matches), then /usr/lib/debug/PATH.
  * No network (no debuginfod).
  */
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,12 +129,17 @@ int hp_symbolize_main(int argc, char **argv)
 		}
 		done++;
 	}
-	rc = hp_pprof_write(&p, out);
-	if (rc)
-		fprintf(stderr, "symbolize: cannot write %s\n", out);
-	else
+	if (!done && missing + nomap) {
+		/* Nothing gained: say so rather than write the same profile out. */
+		fprintf(stderr, "symbolize: no location could be symbolized (%zu not found, %zu without a usable mapping); %s not written\n",
+			missing, nomap, out);
+		rc = -ENOENT;
+	} else if ((rc = hp_pprof_write(&p, out, why, sizeof(why))) != 0) {
+		fprintf(stderr, "symbolize: cannot write the profile: %s\n", why);
+	} else {
 		fprintf(stderr, "symbolize: %zu locations symbolized, %zu not found, %zu without a usable mapping -> %s\n",
 			done, missing, nomap, out);
+	}
 	for (i = 0; i < p.nmaps; i++)
 		hp_elf_put(elfs[i]);
 	free(elfs);

@@ -204,21 +204,15 @@ static void read_entries(struct hp_elf *e, char *buf, size_t len)
 /* Start the cache file anew with its header: written aside, renamed in. */
 static int start_file(const char *path, const char *header)
 {
-	char tmp[4300];
-	int fd;
-	size_t n = strlen(header);
+	struct hp_out o;
 
-	snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)getpid());
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0)
+	if (hp_out_open(&o, path, 0600))
 		return -1;
-	if (write(fd, header, n) != (ssize_t)n || rename(tmp, path)) {
-		close(fd);
-		unlink(tmp);
+	if (hp_out_write(&o, header, strlen(header))) {
+		hp_out_abort(&o);
 		return -1;
 	}
-	close(fd);
-	return 0;
+	return hp_out_commit(&o) ? -1 : 0;
 }
 
 void hp_symcache_load(struct hp_elf *e)

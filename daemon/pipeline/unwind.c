@@ -45,7 +45,7 @@ struct hp_unwinder {
 	unw_addr_space_t as;
 	struct hp_maps maps;
 	struct hp_elfcache *cache;
-	pid_t pid;
+	struct hp_target t;	/* pid, /proc/<pid> fd, paths_ok */
 	int maps_fd, mem_fd, exe_fd;
 	int mem_dead;		/* pread on mem returned nothing: process gone */
 	uint64_t reloads;
@@ -121,7 +121,7 @@ static int reload_maps(struct hp_unwinder *u)
 {
 	struct hp_maps nm;
 
-	if (hp_maps_read(&nm, &u->maps, u->maps_fd, u->pid, u->exe_fd, u->mem_fd, u->cache))
+	if (hp_maps_read_at(&nm, &u->maps, u->maps_fd, &u->t, u->exe_fd, u->mem_fd, u->cache))
 		return -1;	/* keep the old snapshot: better than nothing */
 	hp_maps_free(&u->maps);
 	u->maps = nm;
@@ -290,11 +290,19 @@ static unw_accessors_t accessors = {
 struct hp_unwinder *hp_unwinder_new(pid_t pid, int maps_fd, int mem_fd,
 				    int exe_fd, struct hp_elfcache *c)
 {
+	struct hp_target t = { .pid = pid, .proc_fd = -1, .paths_ok = 1 };
+
+	return hp_unwinder_new_at(&t, maps_fd, mem_fd, exe_fd, c);
+}
+
+struct hp_unwinder *hp_unwinder_new_at(const struct hp_target *t, int maps_fd, int mem_fd,
+				       int exe_fd, struct hp_elfcache *c)
+{
 	struct hp_unwinder *u = calloc(1, sizeof(*u));
 
 	if (!u)
-		return NULL;
-	u->pid = pid;
+		return NULL;	/* the caller still owns the fds */
+	u->t = *t;
 	u->maps_fd = maps_fd;
 	u->mem_fd = mem_fd;
 	u->exe_fd = exe_fd;
@@ -306,7 +314,7 @@ struct hp_unwinder *hp_unwinder_new(pid_t pid, int maps_fd, int mem_fd,
 	}
 	unw_set_caching_policy(u->as, UNW_CACHE_GLOBAL);
 	/* The first snapshot, now, while the process surely exists. */
-	hp_maps_read(&u->maps, NULL, maps_fd, pid, exe_fd, mem_fd, c);
+	hp_maps_read_at(&u->maps, NULL, maps_fd, &u->t, exe_fd, mem_fd, c);
 	u->mem = maps_mem(&u->maps);
 	return u;
 }
@@ -317,7 +325,8 @@ struct hp_unwinder *hp_unwinder_clone(const struct hp_unwinder *src)
 
 	if (!u)
 		return NULL;
-	u->pid = src->pid;
+	u->t = src->t;
+	u->t.proc_fd = src->t.proc_fd >= 0 ? fcntl(src->t.proc_fd, F_DUPFD_CLOEXEC, 0) : -1;
 	u->maps_fd = src->maps_fd >= 0 ? fcntl(src->maps_fd, F_DUPFD_CLOEXEC, 0) : -1;
 	u->mem_fd = src->mem_fd >= 0 ? fcntl(src->mem_fd, F_DUPFD_CLOEXEC, 0) : -1;
 	u->exe_fd = src->exe_fd >= 0 ? fcntl(src->exe_fd, F_DUPFD_CLOEXEC, 0) : -1;
@@ -346,6 +355,8 @@ void hp_unwinder_free(struct hp_unwinder *u)
 		close(u->mem_fd);
 	if (u->exe_fd >= 0)
 		close(u->exe_fd);
+	if (u->t.proc_fd >= 0)
+		close(u->t.proc_fd);
 	free(u);
 }
 

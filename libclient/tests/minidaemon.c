@@ -155,7 +155,7 @@ static void accept_one(struct md *d)
 {
 	struct md_session *s;
 	struct hp_hello_reply reply;
-	char cbuf[CMSG_SPACE(5 * sizeof(int))];
+	char cbuf[CMSG_SPACE(HP_HELLO_FDS_MAX * sizeof(int))];
 	struct msghdr m;
 	struct iovec iov;
 	struct cmsghdr *cm;
@@ -188,15 +188,15 @@ static void accept_one(struct md *d)
 	for (cm = CMSG_FIRSTHDR(&m); cm; cm = CMSG_NXTHDR(&m, cm))
 		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
 			s->nfds = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-			if (s->nfds > 5)
-				s->nfds = 5;
+			if (s->nfds > HP_HELLO_FDS_MAX)
+				s->nfds = HP_HELLO_FDS_MAX;
 			memcpy(s->fds, CMSG_DATA(cm), s->nfds * sizeof(int));
 		}
 	memset(&reply, 0, sizeof(reply));
 	reply.magic = HP_REPLY_MAGIC;
 	reply.status = __atomic_load_n(&d->refuse, __ATOMIC_RELAXED);
 	reply.session_id = (uint64_t)d->nsess + 1;
-	if (s->nfds < 4 || s->hello.nfds != (uint32_t)s->nfds)
+	if (s->nfds < HP_HELLO_FD_EXE || s->hello.nfds != (uint32_t)s->nfds)
 		reply.status = -EINVAL;
 	if (!reply.status) {
 		map = hp_ring_map_fd(s->fds[0], 1, s->hello.ctl_size,

@@ -36,7 +36,7 @@ struct md_rec {
 
 struct md_session {
 	struct hp_hello hello;
-	int conn, fds[5], nfds;
+	int conn, fds[HP_HELLO_FDS_MAX], nfds;
 	struct hp_ring ring;
 	struct md_rec *recs;
 	size_t nrec, cap;

@@ -24,6 +24,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -76,7 +77,7 @@ static int kernel_open(struct hp_ring *r)
 int main(int argc, char **argv)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	int sock, memfd = -1, efd = -1, fds[4], i;
+	int sock, memfd = -1, efd = -1, fds[5], i;
 	char cbuf[CMSG_SPACE(sizeof(fds))];
 	struct hp_hello h;
 	struct hp_hello_reply rep;
@@ -132,12 +133,13 @@ int main(int argc, char **argv)
 	fds[1] = efd;
 	fds[2] = open("/proc/self/maps", O_RDONLY);
 	fds[3] = open("/proc/self/mem", O_RDONLY);
+	fds[4] = (int)syscall(SYS_pidfd_open, getpid(), 0);
 	h.magic = HP_HELLO_MAGIC;
 	h.version = HP_PROTO_VERSION;
 	h.pid = getpid();
 	h.data_size = DATA;
 	h.ctl_size = HEAPPROFD_CTL_SIZE;
-	h.nfds = 4;
+	h.nfds = 5;
 	if (!strcmp(mode, "evilname"))	/* a name that tries to leave the output dir */
 		snprintf(h.comm, sizeof(h.comm), "../../hp_evil");
 	else

@@ -17,6 +17,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1521,6 +1522,178 @@ static void test_symcache(void)
 	free((char *)want.file);
 }
 
+
+/* ---- output files created safely (outfile.c, issue 19 part 4) ---------------- */
+
+/* Does dir hold a name starting with "." other than . and .. (a temp left)? */
+static int hidden_left(const char *dir)
+{
+	char cmd[600], *out;
+	int left;
+
+	snprintf(cmd, sizeof(cmd), "ls -A '%s' | grep '^\\.' ", dir);
+	out = run(cmd);
+	left = out && out[0];
+	if (left)
+		diag("left in %s: %s", dir, out);
+	free(out);
+	return left;
+}
+
+/* A file that must keep its "keep" (the target of a planted link). */
+static void victim(const char *path)
+{
+	FILE *f = fopen(path, "w");
+
+	if (f) {
+		fputs("keep\n", f);
+		fclose(f);
+	}
+}
+
+static int still_keep(const char *path)
+{
+	char *b = slurp(path);
+	int k = b && !strcmp(b, "keep\n");
+
+	free(b);
+	return k;
+}
+
+static void test_outfile(void)
+{
+	char d[300], v[400], fin[400], alt[400], why[HP_OUT_PATH_MAX + 200];
+	struct hp_prof p;
+	struct hp_out o;
+	struct hp_proc *pr;
+	struct stat st;
+	unsigned long long n;
+	int rc;
+
+	snprintf(d, sizeof(d), "%s/outfile", tmpdir);
+	mkdir(d, 0755);
+	snprintf(v, sizeof(v), "%s/victim", tmpdir);
+	hp_prof_init(&p);
+	hp_prof_add_comment(&p, "outfile test");
+
+	/* The old writer used PATH.tmp: a link planted there is not followed. */
+	victim(v);
+	snprintf(fin, sizeof(fin), "%s/a.pb.gz", d);
+	snprintf(alt, sizeof(alt), "%s/a.pb.gz.tmp", d);
+	if (symlink(v, alt))
+		diag("symlink: %s", strerror(errno));
+	rc = hp_pprof_write(&p, fin, why, sizeof(why));
+	ok(!rc && still_keep(v) && !lstat(fin, &st) && S_ISREG(st.st_mode) &&
+	   !lstat(alt, &st) && S_ISLNK(st.st_mode),
+	   "outfile: a symlink at the old temp name PATH.tmp is not followed; the file is written");
+	unlink(alt);
+
+	/* A symlink at the final name: refused, its target unchanged. */
+	snprintf(fin, sizeof(fin), "%s/b.pb.gz", d);
+	if (symlink(v, fin))
+		diag("symlink: %s", strerror(errno));
+	rc = hp_pprof_write(&p, fin, why, sizeof(why));
+	ok(rc == -EEXIST && still_keep(v) && !lstat(fin, &st) && S_ISLNK(st.st_mode) &&
+	   strstr(why, "symbolic link") && !hidden_left(d),
+	   "outfile: a symlink at the final name is refused, its target unchanged (%s)", why);
+	unlink(fin);
+
+	/* Planted after the open, before the commit: still refused. */
+	rc = hp_out_open(&o, fin, 0644);
+	if (!rc) {
+		hp_out_write(&o, "new\n", 4);
+		if (symlink(v, fin))
+			diag("symlink: %s", strerror(errno));
+		rc = hp_out_commit(&o);
+	}
+	ok(rc == -EEXIST && still_keep(v) && !hidden_left(d),
+	   "outfile: a symlink planted between open and commit is not replaced, no temp left");
+	unlink(fin);
+
+	/* A FIFO, a directory, a device at the final name. */
+	snprintf(fin, sizeof(fin), "%s/c.txt", d);
+	mkfifo(fin, 0644);
+	rc = hp_pprof_write(&p, fin, why, sizeof(why));
+	ok(rc && !lstat(fin, &st) && S_ISFIFO(st.st_mode) && strstr(why, "FIFO") && !hidden_left(d),
+	   "outfile: a FIFO at the final name is refused and kept (%s)", why);
+	unlink(fin);
+	mkdir(fin, 0755);
+	rc = hp_pprof_write(&p, fin, why, sizeof(why));
+	ok(rc && !lstat(fin, &st) && S_ISDIR(st.st_mode) && strstr(why, "directory"),
+	   "outfile: a directory at the final name is refused (%s)", why);
+	rmdir(fin);
+	if (mknod(fin, S_IFCHR | 0644, makedev(1, 3)) == 0) {
+		rc = hp_pprof_write(&p, fin, why, sizeof(why));
+		ok(rc && !lstat(fin, &st) && S_ISCHR(st.st_mode) && strstr(why, "device"),
+		   "outfile: a device node at the final name is refused and kept (%s)", why);
+		unlink(fin);
+	} else {
+		ok(1, "outfile: a device node at the final name # SKIP mknod: %s", strerror(errno));
+	}
+
+	/* Names that cannot be files. */
+	rc = hp_pprof_write(&p, "", why, sizeof(why));
+	ok(rc == -EINVAL && strstr(why, "empty"), "outfile: an empty name is an error (%s)", why);
+	snprintf(fin, sizeof(fin), "%s/nodir/x.pb.gz", d);
+	rc = hp_pprof_write(&p, fin, why, sizeof(why));
+	ok(rc == -ENOENT && strstr(why, "does not exist"),
+	   "outfile: a directory that does not exist is named (%s)", why);
+	snprintf(fin, sizeof(fin), "%s/", d);
+	rc = hp_out_open(&o, fin, 0644);
+	ok(rc == -EISDIR && strstr(o.why, "directory"), "outfile: a name ending in / is refused (%s)",
+	   o.why);
+
+	/* Mode as asked; a regular file at the final name is replaced. */
+	snprintf(fin, sizeof(fin), "%s/m", d);
+	victim(fin);
+	rc = hp_out_open(&o, fin, 0600);
+	if (!rc) {
+		hp_out_write(&o, "x", 1);
+		rc = hp_out_commit(&o);
+	}
+	ok(!rc && !stat(fin, &st) && (st.st_mode & 0777) == 0600 && st.st_size == 1 && !hidden_left(d),
+	   "outfile: an old regular file is replaced, mode 0600 as asked");
+
+	/* A dump's files are all or none: a link at PREFIX.svg leaves no .pb.gz. */
+	pr = self_proc(0);
+	feed_alloc(pr, site_a, 0x1000, 100, 1);
+	snprintf(fin, sizeof(fin), "%s/dump.svg", d);
+	if (symlink(v, fin))
+		diag("symlink: %s", strerror(errno));
+	snprintf(alt, sizeof(alt), "%s/dump", d);
+	rc = hp_proc_dump_why(pr, alt, HP_OUT_PPROF | HP_OUT_TEXT | HP_OUT_SVG | HP_OUT_FOLDED,
+			      HP_DUMP_NOW, why, sizeof(why));
+	snprintf(fin, sizeof(fin), "%s/dump.pb.gz", d);
+	ok(rc && still_keep(v) && access(fin, F_OK) && strstr(why, "dump.svg") && !hidden_left(d),
+	   "outfile: a dump with a link at PREFIX.svg writes none of its files (%s)", why);
+	hp_proc_end(pr);
+
+	/* /dev/full under the stream: the write error is the reason. */
+	{
+		struct hp_out f = { .fd = open("/dev/full", O_WRONLY | O_CLOEXEC) };
+		FILE *s;
+
+		snprintf(f.final, sizeof(f.final), "/dev/full");
+		f.tmp[0] = 0;
+		s = hp_out_stdio(&f);
+		if (s)
+			for (int i = 0; i < 10000; i++)
+				fputs("a line of a profile\n", s);
+		rc = hp_out_close(&f);
+		ok(rc == -ENOSPC && strstr(f.why, "No space"),
+		   "outfile: a full device's error is kept and reported (%s)", f.why);
+	}
+
+	/* The one parser of numeric options. */
+	ok(hp_parse_num("-5", 1, 100, &n, why, sizeof(why)) && hp_parse_num("12x", 1, 100, &n, why, sizeof(why)) &&
+	   hp_parse_num("", 0, 100, &n, why, sizeof(why)) && hp_parse_num(" 5", 0, 100, &n, why, sizeof(why)) &&
+	   hp_parse_num("0", 1, 100, &n, why, sizeof(why)) &&
+	   hp_parse_num("99999999999999999999999", 0, ~0ULL, &n, why, sizeof(why)) &&
+	   !hp_parse_num("42", 1, 100, &n, why, sizeof(why)) && n == 42,
+	   "numbers: -5, 12x, empty, space, below min and overflow refused; 42 taken");
+	hp_prof_free(&p);
+}
+
 int main(void)
 {
 	struct hp_pipeline_opts o = { .unwind_workers = 2 };
@@ -1563,6 +1736,7 @@ int main(void)
 	test_hmap();
 	test_reuse_growth();
 	test_symcache();
+	test_outfile();
 	hp_pipeline_free(P);
 	ok(1, "pipeline: shuts down cleanly");
 	if (!failed && !getenv("HP_KEEP")) {

@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Output files created safely. The daemon may run as root and write into a
+ * directory another user can write (/tmp): nothing it writes may go through
+ * a name that user planted.
+ *
+ *   - The data goes to a new temporary file beside the final name, created
+ *     with O_CREAT|O_EXCL|O_NOFOLLOW|O_CLOEXEC under an unpredictable name
+ *     (mkostemp): never an existing file, never through a link.
+ *   - Every write, flush, fsync and close is checked; the first error (a
+ *     full disk: ENOSPC) is kept and reported, and the temporary file is
+ *     removed.
+ *   - The final name is only replaced when it is absent or a regular file
+ *     (lstat): a symlink, directory, FIFO, socket or device node there is
+ *     left alone and the write fails with a reason. rename() itself never
+ *     follows a link at the final name, so a swap after the check replaces
+ *     the planted entry, never what it points to.
+ *
+ * Use:
+ *	struct hp_out o;
+ *	if (hp_out_open(&o, path, 0644))         -> o.why says why
+ *	write with hp_out_write(&o, ...) or fprintf(hp_out_stdio(&o), ...)
+ *	or gzdopen(dup(o.fd), ...) (then check gzclose and hp_out_fail()),
+ *	rc = hp_out_commit(&o);                  -> 0, or -errno and o.why
+ * or hp_out_abort(&o) to drop it. Several files that belong together (the
+ * four files of a profile): hp_out_commit_all(), all of them or none.
+ */
+#ifndef HEAPPROFD_OUTFILE_H
+#define HEAPPROFD_OUTFILE_H
+
+#include <stdio.h>
+#include <sys/types.h>
+
+#define HP_OUT_PATH_MAX 4096
+
+struct hp_out {
+	int fd;			/* the temporary file; -1 once closed */
+	FILE *f;		/* from hp_out_stdio(), closed by close/commit */
+	int err;		/* the first error (an errno value), 0 = none */
+	int closed;		/* hp_out_close() done */
+	mode_t mode;
+	char tmp[HP_OUT_PATH_MAX];
+	char final[HP_OUT_PATH_MAX];
+	char why[HP_OUT_PATH_MAX + 200];	/* what failed and why */
+};
+
+/* Create the temporary file for final (mode: 0644, 0600, 0755 as wanted).
+ * 0 or -errno (o->why names what failed; nothing is left behind). */
+int hp_out_open(struct hp_out *o, const char *final, mode_t mode);
+
+/* Write all of buf (retrying short writes). 0 or -errno; the error sticks. */
+int hp_out_write(struct hp_out *o, const void *buf, size_t len);
+
+/* A stdio stream onto the file whose write errors stick in o (the errno of
+ * the failed write(2) itself, not just "an error"). NULL on failure. */
+FILE *hp_out_stdio(struct hp_out *o);
+
+/* Note an error from a layer of the caller's (e.g. zlib): err is an errno
+ * value (EIO when unknown); what names the step. The first one sticks. */
+void hp_out_fail(struct hp_out *o, int err, const char *what);
+
+/* Flush, fsync and close the temporary file, checking each. The file
+ * stays under its temporary name. 0 or -errno. */
+int hp_out_close(struct hp_out *o);
+
+/* Is the final name absent or a regular file? 0 or -errno (EEXIST for a
+ * non-regular file, with o->why saying what is there). */
+int hp_out_check(struct hp_out *o);
+
+/* Close (if not yet), check the final name, rename. Any failure removes
+ * the temporary file. 0 or -errno with o->why. */
+int hp_out_commit(struct hp_out *o);
+
+/* Drop it: close and remove the temporary file. Safe to call twice. */
+void hp_out_abort(struct hp_out *o);
+
+/*
+ * n files, all or none: each is closed and checked before any is renamed;
+ * when a rename fails the ones renamed already are removed again. On
+ * failure every temporary file is gone; the return is the first -errno and
+ * *failed (if not NULL) the index whose why says what happened.
+ */
+int hp_out_commit_all(struct hp_out *v, size_t n, size_t *failed);
+
+/*
+ * rename(from, to) only when from is a regular file and to is absent or a
+ * regular file (lstat, no link followed): for moving profile files that
+ * are already written (the daemon's image rotation). ENOENT when from is
+ * absent (nothing to move). 0 or -errno with why.
+ */
+int hp_out_rename(const char *from, const char *to, char *why, size_t whylen);
+
+#endif /* HEAPPROFD_OUTFILE_H */
