@@ -10,7 +10,8 @@
  * else (as root only; no /etc/passwd entry needed), and stay dumpable so
  * that /proc/self/{maps,mem} stay ours.
  *
- * Attacks (SOCK is the daemon's user-space socket; `kernel` instead of SOCK
+ * Hellos are protocol 2 (socket_proto.h): a pidfd of the sender follows
+ * the four fds. Attacks (SOCK is the daemon's user-space socket; `kernel` instead of SOCK
  * where said registers with /dev/heapprofd). Each prints one line of what
  * it got ("reply STATUS", "noreply", "hup", counts) and, with
  * HOLD = --hold FILE, keeps its connections open until FILE exists (at most
@@ -216,15 +217,28 @@ static void ring_wake(struct ring *x)
 		perror("eventfd");
 }
 
-/* Send a hello with these fds (ring, eventfd, maps, mem[, exe]). */
-static int send_hello(int sock, uint64_t data, const int *fds, int nfds, const char *comm)
+/*
+ * Send a hello with these fds (ring, eventfd, maps, mem): a pidfd of
+ * ourselves goes after them (protocol 2), then /proc/self/exe when given
+ * as a fifth.
+ */
+static int send_hello(int sock, uint64_t data, const int *in, int nin, const char *comm)
 {
-	char cbuf[CMSG_SPACE(sizeof(int) * 5)];
+	char cbuf[CMSG_SPACE(sizeof(int) * HP_HELLO_FDS_MAX)];
+	int fds[HP_HELLO_FDS_MAX], nfds = 0, i;
 	struct hp_hello h;
 	struct iovec iov = { &h, sizeof(h) };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 	struct cmsghdr *cm;
 
+	for (i = 0; i < 4 && i < nin; i++)
+		fds[nfds++] = in[i];
+	fds[nfds] = (int)syscall(SYS_pidfd_open, getpid(), 0);
+	if (fds[nfds] < 0)
+		return -errno;
+	nfds++;
+	if (nin > 4)
+		fds[nfds++] = in[4];
 	memset(&h, 0, sizeof(h));
 	memset(cbuf, 0, sizeof(cbuf));
 	h.magic = HP_HELLO_MAGIC;
@@ -241,7 +255,9 @@ static int send_hello(int sock, uint64_t data, const int *fds, int nfds, const c
 	cm->cmsg_type = SCM_RIGHTS;
 	cm->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
 	memcpy(CMSG_DATA(cm), fds, sizeof(int) * nfds);
-	return sendmsg(sock, &mh, MSG_NOSIGNAL) == (ssize_t)sizeof(h) ? 0 : -errno;
+	i = sendmsg(sock, &mh, MSG_NOSIGNAL) == (ssize_t)sizeof(h) ? 0 : -errno;
+	close(fds[4]);
+	return i;
 }
 
 /* 1: got a reply (status in *st), 0: none within ms, -1: closed/error. */
