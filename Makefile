@@ -13,11 +13,11 @@
 KDIR ?= $(shell scripts/stock-kdir 2>/dev/null)
 export KDIR
 
-.PHONY: all userspace client daemon selftests module check demo bench deps clean
+.PHONY: all userspace client daemon selftests hostile module check demo bench deps clean
 
 all: userspace module
 
-userspace: client daemon selftests
+userspace: client daemon selftests hostile
 
 client:
 	$(MAKE) -C libclient
@@ -27,6 +27,9 @@ daemon: client
 
 selftests:
 	$(MAKE) -C selftests/heapprofd
+
+# The hostile-client suite's programs (tests/hostile, issue 19).
+include tests/hostile/hostile.mk
 
 module:
 	@test -n "$(KDIR)" || { echo "no kernel headers: apt-get install linux-headers-amd64 (or make KDIR=...)"; exit 1; }

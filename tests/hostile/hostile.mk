@@ -1,0 +1,25 @@
+# SPDX-License-Identifier: GPL-2.0
+# tests/hostile (issue 19): the attack programs, the normal program and the
+# root-only library, into build/tests/hostile/. Included by the top-level
+# Makefile (target `hostile`, part of `userspace`, so the VM gets them too);
+# tests/hostile/run runs them.
+HOSTILE_SRC := $(CURDIR)/tests/hostile
+HOSTILE_OUT := $(CURDIR)/build/tests/hostile
+HOSTILE_CFLAGS := -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -g
+HOSTILE_HDRS := $(CURDIR)/libclient/ring.h $(CURDIR)/libclient/socket_proto.h \
+	$(CURDIR)/uapi/linux/heapprofd.h
+HOSTILE_PROGS := $(HOSTILE_OUT)/hostile $(HOSTILE_OUT)/normal $(HOSTILE_OUT)/libhpsecret.so
+
+$(HOSTILE_OUT):
+	mkdir -p $@
+
+$(HOSTILE_OUT)/hostile: $(HOSTILE_SRC)/hostile.c $(HOSTILE_HDRS) | $(HOSTILE_OUT)
+	$(CC) -O1 $(HOSTILE_CFLAGS) -o $@ $< -ldl
+
+$(HOSTILE_OUT)/normal: $(HOSTILE_SRC)/normal.c | $(HOSTILE_OUT)
+	$(CC) -O0 -fno-omit-frame-pointer -fno-inline $(HOSTILE_CFLAGS) -o $@ $<
+
+$(HOSTILE_OUT)/libhpsecret.so: $(HOSTILE_SRC)/libsecret.c | $(HOSTILE_OUT)
+	$(CC) -O1 -fPIC -shared $(HOSTILE_CFLAGS) -o $@ $<
+
+hostile: $(HOSTILE_PROGS)
