@@ -2,7 +2,9 @@
 /*
  * heapprofd, the daemon: shared declarations of its parts.
  *
- *   heapprofd.c   main, options, the event loop, the control server
+ *   heapprofd.c   main and options
+ *   loop.c        the event loop
+ *   ctl.c         the control server (heapprofctl's requests, events)
  *   session.c     one profiled process: ring, drain, dumps, end
  *   usock.c       the user-space transport (socket_proto.h)
  *   kmod.c        the module transport (/dev/heapprofd, genl events)
@@ -156,13 +158,30 @@ uint64_t hpd_now_ms(void);
 void hpd_sessions_reap(void);
 extern int hpd_backlog;		/* a drain left records behind: tick again now */
 
-/* ---- heapprofd.c: the event loop ---- */
+/* ---- loop.c: the event loop ---- */
 struct hpd_watch {
 	void (*fn)(struct hpd_watch *w, uint32_t events);
 	int fd;
 };
+int hpd_loop_init(void);
 int hpd_loop_add(int fd, uint32_t events, struct hpd_watch *w);
 void hpd_loop_del(int fd);
+/* accept4 failed with EMFILE/ENFILE: unwatch w for HPD_ACCEPT_BACKOFF_MS. */
+void hpd_loop_backoff(struct hpd_watch *w);
+/* Wait up to timeout ms (-1: no bound) and dispatch: events handled, or -errno. */
+int hpd_loop_run(int timeout);
+/* The nearer of two timeouts, -1 being none. */
+int hpd_sooner(int a, int b);
+
+/* ---- ctl.c: the control server ---- */
+int hpd_ctl_listen(const char *path);
+int hpd_ctl_adopt(int fd);		/* a connected control socket */
+void hpd_ctl_reap(void);
+void hpd_ctl_set_transport(const char *name);
+int hpd_ctl_quit_asked(void);
+void hpd_ctl_ask_quit(void);
+int hpd_ctl_owner_gone(void);
+/* Send an event line to the heapprofctl that owns rule r, if any. */
 void hpd_event(struct hpd_rule *r, const char *msg);
 
 struct hpd_opts {
@@ -180,10 +199,6 @@ struct hpd_opts {
 };
 extern struct hpd_opts hpd_opts;
 void hpd_default_prefix(struct hpd_session *s, char *out, size_t len);
-
-/* ---- heapprofd.c: accepting under fd exhaustion ---- */
-/* accept4 failed with EMFILE/ENFILE: unwatch w for HPD_ACCEPT_BACKOFF_MS. */
-void hpd_loop_backoff(struct hpd_watch *w);
 
 /* ---- usock.c ---- */
 int hpd_usock_listen(const char *path);
@@ -203,7 +218,7 @@ void hpd_kmod_list(hpd_kmod_list_fn fn, void *arg);
 /* ---- dormant.c ---- */
 int hpd_scan_attach(pid_t pid, struct hpd_rule *r, char *err, size_t errlen);
 
-/* ---- ctl (heapprofd.c) ---- */
+/* ---- the loop's tick ---- */
 /*
  * The event loop drains every live session each HPD_TICK_MS; producers wake
  * the daemon early only when a quarter of a ring is unread. The tick is the

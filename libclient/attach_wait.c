@@ -69,9 +69,14 @@ static uint32_t wait_budget_ms(int at_start)
 	/* heapprofctl record names the recorded process: a daemon is coming. */
 	if (getenv("HEAPPROFD_ROOT_PID"))
 		return at_start ? HP_START_WAIT_RECORD_MS : HP_EXIT_WAIT_DEFAULT_MS;
+	/*
+	 * A daemon that runs but does not attach (stopped, frozen, busy)
+	 * must not hold up every program on the machine: the same bound as
+	 * the user-space transport's hello (HEAPPROFD_HELLO_TIMEOUT_MS).
+	 */
 	ctl = getenv(HP_CTL_ENV);
 	return hp_daemon_expected(hp_cfg.socket_path, ctl ? ctl : HP_CTL_DEFAULT) ?
-	       HP_EXIT_WAIT_DEFAULT_MS : 0;
+	       hp_cfg.hello_timeout_ms : 0;
 }
 
 static uint32_t kstate_state(void)
@@ -121,7 +126,8 @@ void hp_start_wait(void)
 		nap();
 	}
 	if (start_state() <= 0)
-		hp_debug("start: no consumer yet; sampling anyway");
+		hp_debug("start: no consumer within %llu ms; sampling anyway",
+			 (unsigned long long)budget);
 }
 
 void hp_exit_wait(void)

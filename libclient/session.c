@@ -518,7 +518,8 @@ void hp_session_start(void)
 			"not profiling; preload the libheapprofd_client.so installed "
 			"with the running heapprofd", HEAPPROFD_ABI_VERSION);
 	if (ret) {
-		hp_debug("no session (%d); not profiling", ret);
+		if (ret != -ETIMEDOUT)	/* the transport said so already */
+			hp_debug("no session (%d); not profiling", ret);
 		return;
 	}
 	hp_sess.live = 1;

@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The daemon's event loop: one epoll set over the transports' listening
+ * sockets, the sessions' connections and wake channels, the control
+ * connections and the module's netlink socket. Each watch carries the
+ * function its events go to. Listening sockets out of descriptors are
+ * unwatched for a while (accept would fail at once, again and again).
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "hpd.h"
+
+/* The daemon's options: main sets them before the loop runs. */
+struct hpd_opts hpd_opts;
+
+static int epfd = -1;
+
+int hpd_loop_init(void)
+{
+	epfd = epoll_create1(EPOLL_CLOEXEC);
+	return epfd < 0 ? -errno : 0;
+}
+int hpd_loop_add(int fd, uint32_t events, struct hpd_watch *w)
+{
+	struct epoll_event e = { .events = events, .data.ptr = w };
+
+	w->fd = fd;
+	if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &e) < 0) {
+		hpd_log(HPD_WARN, "epoll add %d: %s", fd, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+void hpd_loop_del(int fd)
+{
+	epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
+}
+
+/*
+ * A listening socket whose accept fails for want of descriptors stays
+ * readable: watched, it would spin the loop. It is left out for a while
+ * instead (sessions ending meanwhile give descriptors back).
+ */
+#define MAX_PAUSED	4
+static struct hpd_watch *paused[MAX_PAUSED];
+static int npaused;
+static uint64_t resume_at;
+
+void hpd_loop_backoff(struct hpd_watch *w)
+{
+	if (npaused == MAX_PAUSED)
+		return;
+	for (int i = 0; i < npaused; i++)
+		if (paused[i] == w)
+			return;
+	hpd_log(HPD_WARN, "out of file descriptors: not accepting connections for %d ms",
+		HPD_ACCEPT_BACKOFF_MS);
+	hpd_loop_del(w->fd);
+	paused[npaused++] = w;
+	resume_at = hpd_now_ms() + HPD_ACCEPT_BACKOFF_MS;
+}
+
+/* ms until the paused sockets are watched again, or -1; resumes them when due. */
+static int loop_resume(uint64_t now)
+{
+	if (!npaused)
+		return -1;
+	if (now < resume_at)
+		return (int)(resume_at - now);
+	while (npaused) {
+		struct hpd_watch *w = paused[--npaused];
+
+		hpd_loop_add(w->fd, EPOLLIN, w);
+	}
+	return -1;
+}
+
+int hpd_sooner(int a, int b)
+{
+	return a < 0 ? b : b < 0 ? a : a < b ? a : b;
+}
+
+int hpd_loop_run(int timeout)
+{
+	struct epoll_event evs[64];
+	uint64_t now = hpd_now_ms();
+	int n, i;
+
+	timeout = hpd_sooner(timeout, hpd_usock_expire(now));
+	timeout = hpd_sooner(timeout, loop_resume(now));
+	n = epoll_wait(epfd, evs, 64, timeout);
+	if (n < 0)
+		return errno == EINTR ? 0 : -errno;
+	for (i = 0; i < n; i++) {
+		struct hpd_watch *w = evs[i].data.ptr;
+
+		w->fn(w, evs[i].events);
+	}
+	return n;
+}
