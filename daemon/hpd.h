@@ -202,6 +202,8 @@ void hpd_default_prefix(struct hpd_session *s, char *out, size_t len);
 
 /* ---- usock.c ---- */
 int hpd_usock_listen(const char *path);
+/* A connected client socket (non-blocking): it has HPD_HELLO_DEADLINE_MS. */
+int hpd_usock_adopt(int fd);
 /* Close connections past their hello deadline; ms until the next one, or -1. */
 int hpd_usock_expire(uint64_t now_ms);
 unsigned hpd_sessions_of_uid(uid_t uid);

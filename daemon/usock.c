@@ -372,45 +372,47 @@ int hpd_usock_expire(uint64_t now)
 	return next ? (int)(next - now) : -1;
 }
 
-static void listen_event(struct hpd_watch *w, uint32_t ev)
+int hpd_usock_adopt(int fd)
 {
 	struct ucred cred;
 	socklen_t cl = sizeof(cred);
 	struct pending *p;
-	int fd, one = 1;
+	int one = 1;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)) < 0)
+		return -errno;
+	/* One user's silent connections cannot crowd out the others'. */
+	if (npending >= HPD_PENDING_MAX ||
+	    (cred.uid != 0 && pending_of_uid(cred.uid) >= HPD_PENDING_PER_UID)) {
+		hpd_log(HPD_DEBUG, "uid %u: too many connections without a hello: refused",
+			(unsigned)cred.uid);
+		return -EUSERS;
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->w.fn = pending_event;
+	p->uid = cred.uid;
+	p->deadline = hpd_now_ms() + HPD_HELLO_DEADLINE_MS;
+	if (hpd_loop_add(fd, EPOLLIN | EPOLLRDHUP, &p->w) < 0) {
+		free(p);
+		return -EINVAL;
+	}
+	p->next = pendings;
+	pendings = p;
+	npending++;
+	return 0;
+}
+
+static void listen_event(struct hpd_watch *w, uint32_t ev)
+{
+	int fd;
 
 	(void)ev;
-	while ((fd = accept4(w->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0) {
-		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0 ||
-		    setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)) < 0) {
+	while ((fd = accept4(w->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0)
+		if (hpd_usock_adopt(fd))
 			close(fd);
-			continue;
-		}
-		/* One user's silent connections cannot crowd out the others'. */
-		if (npending >= HPD_PENDING_MAX ||
-		    (cred.uid != 0 && pending_of_uid(cred.uid) >= HPD_PENDING_PER_UID)) {
-			hpd_log(HPD_DEBUG, "uid %u: too many connections without a hello: refused",
-				(unsigned)cred.uid);
-			close(fd);
-			continue;
-		}
-		p = calloc(1, sizeof(*p));
-		if (!p) {
-			close(fd);
-			continue;
-		}
-		p->w.fn = pending_event;
-		p->uid = cred.uid;
-		p->deadline = hpd_now_ms() + HPD_HELLO_DEADLINE_MS;
-		if (hpd_loop_add(fd, EPOLLIN | EPOLLRDHUP, &p->w) < 0) {
-			free(p);
-			close(fd);
-			continue;
-		}
-		p->next = pendings;
-		pendings = p;
-		npending++;
-	}
 	if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
 		hpd_loop_backoff(w);
 }
