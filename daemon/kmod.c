@@ -301,7 +301,11 @@ int hpd_kmod_init(void)
 	nl_socket_disable_seq_check(evsk);
 	nl_socket_modify_cb(evsk, NL_CB_VALID, NL_CB_CUSTOM, parse_msg, NULL);
 	if ((rc = nl_socket_add_membership(evsk, grp)) < 0) {
-		hpd_log(HPD_WARN, "joining the events group: %s", nl_geterror(rc));
+		/* The events name processes: CAP_SYS_ADMIN only (kernel.rst). */
+		if (rc == -NLE_PERM)
+			hpd_log(HPD_WARN, "joining the module's events group needs CAP_SYS_ADMIN: not using the module");
+		else
+			hpd_log(HPD_WARN, "joining the events group: %s", nl_geterror(rc));
 		goto fail;
 	}
 	nl_socket_set_nonblocking(evsk);
