@@ -126,22 +126,15 @@ int hpd_kmod_attach(uint64_t session_id, pid_t pid, struct hpd_rule *r)
 	s->exe_fd = receive_slot(cfd, HEAPPROFD_FD_EXE);
 	if (s->exe_fd < 0)
 		s->exe_fd = -1;
-	if (s->maps_fd < 0 || s->mem_fd < 0) {
-		hpd_log(HPD_DEBUG, "pid %d: the process deposited no maps/mem fds; unwinding falls back to /proc",
+	/*
+	 * No fallback to /proc/<pid>/maps or mem: by the time we opened them
+	 * the number could name another process (issue 19). The module
+	 * checked the process that deposited these; without them there is
+	 * no unwinding.
+	 */
+	if (s->maps_fd < 0 || s->mem_fd < 0)
+		hpd_log(HPD_WARN, "pid %d: the process deposited no maps/mem fds; its stacks cannot be unwound",
 			(int)s->pid);
-		if (s->maps_fd < 0) {
-			char p[64];
-
-			snprintf(p, sizeof(p), "/proc/%d/maps", (int)s->pid);
-			s->maps_fd = open(p, O_RDONLY | O_CLOEXEC);
-		}
-		if (s->mem_fd < 0) {
-			char p[64];
-
-			snprintf(p, sizeof(p), "/proc/%d/mem", (int)s->pid);
-			s->mem_fd = open(p, O_RDONLY | O_CLOEXEC);
-		}
-	}
 	rc = hpd_session_map(s, cfd, 0, at.ctl_size, at.data_size);
 	if (rc) {
 		hpd_log(HPD_WARN, "pid %d: cannot map the session ring: %s", (int)s->pid, strerror(-rc));
@@ -308,7 +301,11 @@ int hpd_kmod_init(void)
 	nl_socket_disable_seq_check(evsk);
 	nl_socket_modify_cb(evsk, NL_CB_VALID, NL_CB_CUSTOM, parse_msg, NULL);
 	if ((rc = nl_socket_add_membership(evsk, grp)) < 0) {
-		hpd_log(HPD_WARN, "joining the events group: %s", nl_geterror(rc));
+		/* The events name processes: CAP_SYS_ADMIN only (kernel.rst). */
+		if (rc == -NLE_PERM)
+			hpd_log(HPD_WARN, "joining the module's events group needs CAP_SYS_ADMIN: not using the module");
+		else
+			hpd_log(HPD_WARN, "joining the events group: %s", nl_geterror(rc));
 		goto fail;
 	}
 	nl_socket_set_nonblocking(evsk);

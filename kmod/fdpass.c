@@ -18,6 +18,8 @@
 #include <linux/file.h>
 #include <linux/fs.h>
 #include <linux/spinlock.h>
+#include <linux/stddef.h>
+#include <linux/uaccess.h>
 
 #include "compat.h"
 #include "internal.h"
@@ -72,8 +74,10 @@ long hp_fd_deposit(struct hp_session *s, void __user *uarg)
  * @s: the session
  * @uarg: struct heapprofd_fd_arg; fd is written back
  *
- * The new fd is O_CLOEXEC. It is also the ioctl's return value, so it is
- * not lost if writing it back faults.
+ * The new fd is O_CLOEXEC. The result is written back before the fd
+ * exists (everything but fd, with fd = -1), and fd itself is stored as the
+ * fd is installed: when the result cannot be written the caller gets
+ * -EFAULT and no fd (see hp_receive_fd()).
  *
  * Return: the new fd; -ENOENT (slot empty), -EINVAL, -EFAULT, or what
  * receive_fd() returned (-EMFILE, an LSM's refusal).
@@ -82,6 +86,7 @@ long hp_fd_receive(struct hp_session *s, void __user *uarg)
 {
 	struct heapprofd_fd_arg a;
 	struct file *file;
+	int __user *ufd;
 	u32 usize;
 	int ret, fd;
 
@@ -100,15 +105,20 @@ long hp_fd_receive(struct hp_session *s, void __user *uarg)
 	if (!file)
 		return -ENOENT;
 
-	fd = hp_receive_fd(file, O_CLOEXEC);
+	a.fd = -1;
+	if (hp_copy_arg_out(uarg, &a, sizeof(a), usize)) {
+		fput(file);
+		return -EFAULT;
+	}
+	ufd = NULL;
+	if (usize >= offsetofend(struct heapprofd_fd_arg, fd))
+		ufd = (int __user *)(uarg + offsetof(struct heapprofd_fd_arg,
+						     fd));
+	fd = hp_receive_fd(file, ufd, O_CLOEXEC);
 	fput(file);
 	if (fd < 0)
 		return fd;
 	atomic64_inc(&hp_stats.fds_passed_total);
-
-	a.fd = fd;
-	if (hp_copy_arg_out(uarg, &a, sizeof(a), usize))
-		return -EFAULT;
 	return fd;
 }
 

@@ -171,12 +171,16 @@ static void geom_mmap_rule(struct kunit *test)
 static struct hp_access_req owner_1000(void)
 {
 	struct hp_access_req r = {
-		.caller_admin = false,
-		.caller_euid = KUIDT_INIT(1000),
 		.owner_alive = true,
+		.owner_same_mm = true,
+		.caller_uid = KUIDT_INIT(1000),
+		.caller_gid = KGIDT_INIT(1000),
 		.owner_uid = KUIDT_INIT(1000),
 		.owner_euid = KUIDT_INIT(1000),
 		.owner_suid = KUIDT_INIT(1000),
+		.owner_gid = KGIDT_INIT(1000),
+		.owner_egid = KGIDT_INIT(1000),
+		.owner_sgid = KGIDT_INIT(1000),
 		.owner_dumpable = SUID_DUMP_USER,
 	};
 	return r;
@@ -193,9 +197,26 @@ static void access_other_uid(struct kunit *test)
 {
 	struct hp_access_req r = owner_1000();
 
-	r.caller_euid = KUIDT_INIT(1001);
+	r.caller_uid = KUIDT_INIT(1001);
 	KUNIT_EXPECT_EQ(test, hp_access_decide(&r), -EPERM);
-	r.caller_admin = true;
+	r.caller_ptrace_cap = true;
+	KUNIT_EXPECT_EQ(test, hp_access_decide(&r), 0);
+}
+
+/* Same uid, another group: ptrace says no, and so do we. */
+static void access_other_gid(struct kunit *test)
+{
+	struct hp_access_req r = owner_1000();
+
+	r.caller_gid = KGIDT_INIT(1001);
+	KUNIT_EXPECT_EQ(test, hp_access_decide(&r), -EPERM);
+	r = owner_1000();
+	r.owner_egid = KGIDT_INIT(0);	/* a setgid owner */
+	KUNIT_EXPECT_EQ(test, hp_access_decide(&r), -EPERM);
+	r = owner_1000();
+	r.owner_sgid = KGIDT_INIT(0);
+	KUNIT_EXPECT_EQ(test, hp_access_decide(&r), -EPERM);
+	r.caller_ptrace_cap = true;
 	KUNIT_EXPECT_EQ(test, hp_access_decide(&r), 0);
 }
 
@@ -207,7 +228,10 @@ static void access_undumpable(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, hp_access_decide(&r), -EPERM);
 	r.owner_dumpable = SUID_DUMP_ROOT;
 	KUNIT_EXPECT_EQ(test, hp_access_decide(&r), -EPERM);
-	r.caller_admin = true;
+	/* The capability in the owner's ns does not cover the mm's ns. */
+	r.caller_ptrace_cap = true;
+	KUNIT_EXPECT_EQ(test, hp_access_decide(&r), -EPERM);
+	r.caller_ptrace_cap_mm = true;
 	KUNIT_EXPECT_EQ(test, hp_access_decide(&r), 0);
 }
 
@@ -232,8 +256,56 @@ static void access_owner_gone(struct kunit *test)
 
 	r.owner_alive = false;
 	KUNIT_EXPECT_EQ(test, hp_access_decide(&r), -ESRCH);
-	r.caller_admin = true;
+	r.caller_ptrace_cap = true;
+	r.caller_ptrace_cap_mm = true;
 	KUNIT_EXPECT_EQ(test, hp_access_decide(&r), -ESRCH);
+}
+
+/* An owner with another mm exec'ed: its session counts as closed. */
+static void access_owner_exec(struct kunit *test)
+{
+	struct hp_access_req r = owner_1000();
+
+	r.owner_same_mm = false;
+	KUNIT_EXPECT_EQ(test, hp_access_decide(&r), -ESRCH);
+	r.caller_ptrace_cap = true;
+	r.caller_ptrace_cap_mm = true;
+	r.same_thread_group = true;
+	KUNIT_EXPECT_EQ(test, hp_access_decide(&r), -ESRCH);
+}
+
+static void access_same_thread_group(struct kunit *test)
+{
+	struct hp_access_req r = owner_1000();
+
+	r.caller_uid = KUIDT_INIT(1001);
+	r.owner_dumpable = SUID_DUMP_DISABLE;
+	r.same_thread_group = true;
+	KUNIT_EXPECT_EQ(test, hp_access_decide(&r), 0);
+}
+
+/* ------------------------------------------------------------------ */
+/* Limits                                                              */
+/* ------------------------------------------------------------------ */
+
+static void limits_memlock(struct kunit *test)
+{
+	KUNIT_EXPECT_TRUE(test, hp_memlock_fits(0, 17, 17));
+	KUNIT_EXPECT_FALSE(test, hp_memlock_fits(1, 17, 17));
+	KUNIT_EXPECT_TRUE(test, hp_memlock_fits(100, 0, 100));
+	KUNIT_EXPECT_FALSE(test, hp_memlock_fits(ULONG_MAX, 1, ULONG_MAX));
+	KUNIT_EXPECT_FALSE(test, hp_memlock_fits(2, ULONG_MAX - 1,
+						 ULONG_MAX));
+	KUNIT_EXPECT_TRUE(test, hp_memlock_fits(1, ULONG_MAX - 1, ULONG_MAX));
+}
+
+static void limits_sessions_per_user(struct kunit *test)
+{
+	KUNIT_EXPECT_EQ(test, hp_user_sessions_decide(0, 128), 0);
+	KUNIT_EXPECT_EQ(test, hp_user_sessions_decide(127, 128), 0);
+	KUNIT_EXPECT_EQ(test, hp_user_sessions_decide(128, 128), -EDQUOT);
+	KUNIT_EXPECT_EQ(test, hp_user_sessions_decide(1000, 1), -EDQUOT);
+	KUNIT_EXPECT_EQ(test, hp_user_sessions_decide(1000, 0), 0);
 }
 
 /* ------------------------------------------------------------------ */
@@ -378,6 +450,11 @@ static struct kunit_case heapprofd_access_cases[] = {
 	KUNIT_CASE(access_undumpable),
 	KUNIT_CASE(access_changed_creds),
 	KUNIT_CASE(access_owner_gone),
+	KUNIT_CASE(access_other_gid),
+	KUNIT_CASE(access_owner_exec),
+	KUNIT_CASE(access_same_thread_group),
+	KUNIT_CASE(limits_memlock),
+	KUNIT_CASE(limits_sessions_per_user),
 	{}
 };
 

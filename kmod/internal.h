@@ -31,6 +31,7 @@
 
 struct file;
 struct kobject;
+struct user_struct;
 struct mm_struct;
 struct page;
 struct pid;
@@ -68,10 +69,12 @@ struct hp_ring {
 	struct page **pages;	/* ctl, data, data again (vmap order) */
 	unsigned int nr_distinct; /* ctl_pages + data_pages */
 	void *vaddr;		/* the vmap of all of pages[] */
-	struct mm_struct *mm;	/* charged for RLIMIT_MEMLOCK, or NULL */
-	unsigned long locked;	/* pages charged to mm->locked_vm */
+	struct user_struct *user; /* charged for RLIMIT_MEMLOCK, or NULL */
+	unsigned long locked;	/* pages charged to user->locked_vm */
 };
 
+bool hp_memlock_fits(unsigned long locked, unsigned long pages,
+		     unsigned long limit);
 int hp_ring_alloc(struct hp_ring *r, const struct hp_geom *g,
 		  bool charge_memlock);
 void hp_ring_free(struct hp_ring *r);
@@ -124,7 +127,11 @@ struct hp_session {
 
 	/* Fixed at registration. */
 	struct pid *owner;	/* thread-group leader pid */
+	/* The owner's mm then (mmgrab'ed); another one means it exec'ed. */
+	struct mm_struct *mm;
 	kuid_t owner_euid;
+	kuid_t owner_uid;	/* real uid: counted in hp_user_sessions */
+	bool counted;		/* counted against max_sessions_per_user */
 	char comm[TASK_COMM_LEN];
 
 	struct hp_ring ring;
@@ -152,8 +159,12 @@ void hp_session_snap(struct hp_session *s, struct hp_snap *snap);
 long hp_register(void __user *uarg);
 long hp_attach(void __user *uarg);
 
+bool hp_session_owner_current(struct hp_session *s);
+int hp_user_sessions_decide(unsigned long count, unsigned int max);
+
 extern unsigned long hp_max_data_size;
 extern bool hp_charge_memlock;
+extern unsigned int hp_max_sessions_per_user;
 
 /* ------------------------------------------------------------------ */
 /* fdpass.c                                                            */
@@ -171,12 +182,19 @@ bool hp_is_heapprofd_file(const struct file *file);
 
 /* Everything the attach decision depends on, gathered beforehand. */
 struct hp_access_req {
-	bool caller_admin;	/* CAP_SYS_ADMIN in init_user_ns */
-	kuid_t caller_euid;
-	bool owner_alive;
+	bool owner_alive;	/* the owner task exists and has an mm */
+	bool owner_same_mm;	/* ... the mm it registered from */
+	bool same_thread_group;	/* the caller is the owner */
+	bool caller_ptrace_cap;	/* CAP_SYS_PTRACE in the owner's user ns */
+	bool caller_ptrace_cap_mm; /* ... in the owner's mm's user ns */
+	kuid_t caller_uid;	/* real ids, as PTRACE_MODE_REALCREDS */
+	kgid_t caller_gid;
 	kuid_t owner_uid;
 	kuid_t owner_euid;
 	kuid_t owner_suid;
+	kgid_t owner_gid;
+	kgid_t owner_egid;
+	kgid_t owner_sgid;
 	int owner_dumpable;	/* SUID_DUMP_* of the owner's mm */
 };
 

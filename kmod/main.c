@@ -24,7 +24,13 @@ MODULE_PARM_DESC(max_data_size,
 bool hp_charge_memlock = true;
 module_param_named(charge_memlock, hp_charge_memlock, bool, 0644);
 MODULE_PARM_DESC(charge_memlock,
-		 "Charge ring data pages to the registering process's RLIMIT_MEMLOCK (default Y)");
+		 "Charge every ring page to the registering user's locked memory, bounded by RLIMIT_MEMLOCK (default Y)");
+
+unsigned int hp_max_sessions_per_user = 128;
+module_param_named(max_sessions_per_user, hp_max_sessions_per_user, uint,
+		   0644);
+MODULE_PARM_DESC(max_sessions_per_user,
+		 "Sessions one real uid may hold at once, without CAP_SYS_RESOURCE (default 128, 0: no limit; more give EDQUOT)");
 
 static long hp_dev_ioctl(struct file *file, unsigned int cmd,
 			 unsigned long arg)

@@ -7,6 +7,15 @@
  *   SESSION_GET (dump):       one SESSION_NEW-shaped message per live
  *                             session.
  *
+ * The messages name processes (pid, uid, comm), which /proc with hidepid
+ * may hide from other users, so both are for administrators only:
+ * SESSION_GET needs CAP_NET_ADMIN (GENL_ADMIN_PERM) and joining "events"
+ * CAP_SYS_ADMIN (GENL_MCAST_CAP_SYS_ADMIN). The family is not netnsok, so
+ * it exists in the initial network namespace alone and both capabilities
+ * are checked against the initial user namespace. On a kernel without the
+ * multicast flag anyone may join, and events then carry no PID, UID or
+ * COMM (an administrator dumps for those).
+ *
  * Attributes are validated strictly (resv_start_op is 0, so the core
  * rejects unknown attributes and non-zero reserved header bytes).
  *
@@ -61,12 +70,13 @@ static int hp_nl_dump(struct sk_buff *skb, struct netlink_callback *cb);
 static const struct genl_small_ops hp_nl_ops[] = {
 	{
 		.cmd	= HEAPPROFD_CMD_SESSION_GET,
+		.flags	= GENL_ADMIN_PERM,
 		.dumpit	= hp_nl_dump,
 	},
 };
 
 static const struct genl_multicast_group hp_nl_mcgrps[] = {
-	{ .name = HEAPPROFD_GENL_MCGRP_EVENTS },
+	{ .name = HEAPPROFD_GENL_MCGRP_EVENTS, .flags = HP_MCGRP_FLAGS },
 };
 
 static struct genl_family hp_nl_family = {
@@ -99,8 +109,9 @@ static void hp_nl_capture(struct hp_nl_ev *ev, u8 cmd, struct hp_session *s)
 	memcpy(ev->comm, s->comm, sizeof(ev->comm));
 }
 
+/* @who: include PID, UID and COMM */
 static int hp_nl_fill(struct sk_buff *skb, const struct hp_nl_ev *ev,
-		      u32 portid, u32 seq, int flags)
+		      u32 portid, u32 seq, int flags, bool who)
 {
 	void *hdr;
 
@@ -109,9 +120,9 @@ static int hp_nl_fill(struct sk_buff *skb, const struct hp_nl_ev *ev,
 		return -EMSGSIZE;
 	if (nla_put_u64_64bit(skb, HEAPPROFD_A_SESSION_ID, ev->id,
 			      HEAPPROFD_A_PAD) ||
-	    nla_put_u32(skb, HEAPPROFD_A_PID, ev->pid) ||
-	    nla_put_u32(skb, HEAPPROFD_A_UID, ev->uid) ||
-	    nla_put_string(skb, HEAPPROFD_A_COMM, ev->comm) ||
+	    (who && (nla_put_u32(skb, HEAPPROFD_A_PID, ev->pid) ||
+		     nla_put_u32(skb, HEAPPROFD_A_UID, ev->uid) ||
+		     nla_put_string(skb, HEAPPROFD_A_COMM, ev->comm))) ||
 	    nla_put_u32(skb, HEAPPROFD_A_STATE, ev->state) ||
 	    nla_put_u32(skb, HEAPPROFD_A_FLAGS, ev->flags) ||
 	    nla_put_u64_64bit(skb, HEAPPROFD_A_DATA_SIZE, ev->data_size,
@@ -142,7 +153,7 @@ static int hp_nl_dump(struct sk_buff *skb, struct netlink_callback *cb)
 			continue;
 		hp_nl_capture(&ev, HEAPPROFD_CMD_SESSION_NEW, s);
 		if (hp_nl_fill(skb, &ev, NETLINK_CB(cb->skb).portid,
-			       cb->nlh->nlmsg_seq, NLM_F_MULTI))
+			       cb->nlh->nlmsg_seq, NLM_F_MULTI, true))
 			break;
 		last = s->id;
 	}
@@ -158,7 +169,7 @@ static void hp_nl_send(const struct hp_nl_ev *ev)
 	skb = genlmsg_new(NLMSG_DEFAULT_SIZE, GFP_KERNEL);
 	if (!skb)
 		return;
-	if (hp_nl_fill(skb, ev, 0, 0, 0)) {
+	if (hp_nl_fill(skb, ev, 0, 0, 0, HP_MCGRP_FLAGS != 0)) {
 		nlmsg_free(skb);
 		return;
 	}

@@ -9,17 +9,26 @@
  * copy and is always contiguous. mmap() hands user space exactly that
  * layout with remap_vmalloc_range().
  *
- * The memory is charged to the registering process: every page is allocated
- * with __GFP_ACCOUNT (its memory cgroup) and, when the charge_memlock
- * parameter is set, the data pages count against its RLIMIT_MEMLOCK, since
- * they cannot be swapped out.
+ * The memory is charged to the registering process's memory cgroup (every
+ * page is allocated with __GFP_ACCOUNT) and, when the charge_memlock
+ * parameter is set, to its user: every page of the ring, the control page
+ * included, is added to user_struct->locked_vm and checked against the
+ * registering process's RLIMIT_MEMLOCK, as io_uring does for its rings.
+ * The pages cannot be swapped out, and a ring lives as long as any fd or
+ * mapping of it, whatever process holds that: charging the process's mm
+ * would let helpers that exit leave uncharged rings behind. The charge is
+ * dropped when the memory is freed. CAP_IPC_LOCK skips the charge.
  */
+#include <linux/capability.h>
+#include <linux/cred.h>
 #include <linux/err.h>
 #include <linux/gfp.h>
 #include <linux/log2.h>
 #include <linux/mm.h>
 #include <linux/sched.h>
 #include <linux/sched/mm.h>
+#include <linux/sched/signal.h>
+#include <linux/sched/user.h>
 #include <linux/slab.h>
 #include <linux/vmalloc.h>
 
@@ -145,11 +154,54 @@ static void hp_ring_free_pages(struct hp_ring *r, unsigned int n)
 }
 
 /**
+ * hp_memlock_fits() - may @pages more pages be locked?
+ * @locked: pages the user has locked now
+ * @pages: pages to add
+ * @limit: RLIMIT_MEMLOCK in pages
+ *
+ * Return: true if @locked + @pages does not overflow and stays within
+ * @limit.
+ */
+bool hp_memlock_fits(unsigned long locked, unsigned long pages,
+		     unsigned long limit)
+{
+	unsigned long sum;
+
+	return !check_add_overflow(locked, pages, &sum) && sum <= limit;
+}
+EXPORT_SYMBOL_NS_GPL(hp_memlock_fits, HEAPPROFD_NS);
+
+/* Add @pages to @user's locked_vm if RLIMIT_MEMLOCK allows it. */
+static int hp_user_charge(struct user_struct *user, unsigned long pages)
+{
+	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+	long cur = atomic_long_read(&user->locked_vm);
+
+	do {
+		if (!hp_memlock_fits(cur, pages, limit))
+			return -ENOMEM;
+	} while (!atomic_long_try_cmpxchg(&user->locked_vm, &cur,
+					  cur + pages));
+	return 0;
+}
+
+static void hp_ring_uncharge(struct hp_ring *r)
+{
+	if (!r->user)
+		return;
+	atomic_long_sub(r->locked, &r->user->locked_vm);
+	free_uid(r->user);
+	r->user = NULL;
+	r->locked = 0;
+}
+
+/**
  * hp_ring_alloc() - allocate, charge and vmap the memory of a ring
  * @r: zeroed ring, filled on success
  * @g: geometry from hp_geom_compute()
- * @charge_memlock: also charge the data pages to RLIMIT_MEMLOCK of the
- *                  calling process
+ * @charge_memlock: charge every page to the calling user's locked memory
+ *                  (RLIMIT_MEMLOCK of the calling process) unless it has
+ *                  CAP_IPC_LOCK
  *
  * Return: 0, -ENOMEM (out of memory or over RLIMIT_MEMLOCK). On failure
  * nothing stays allocated or charged.
@@ -163,15 +215,16 @@ int hp_ring_alloc(struct hp_ring *r, const struct hp_geom *g,
 	int ret;
 
 	r->geom = *g;
-	if (charge_memlock) {
-		if (!current->mm)
-			return -EINVAL;
-		ret = account_locked_vm(current->mm, g->data_pages, true);
-		if (ret)
+	if (charge_memlock && !capable(CAP_IPC_LOCK)) {
+		struct user_struct *user = get_current_user();
+
+		ret = hp_user_charge(user, distinct);
+		if (ret) {
+			free_uid(user);
 			return ret;
-		mmgrab(current->mm);
-		r->mm = current->mm;
-		r->locked = g->data_pages;
+		}
+		r->user = user;
+		r->locked = distinct;
 	}
 
 	ret = -ENOMEM;
@@ -206,20 +259,13 @@ err_array:
 	kvfree(r->pages);
 	r->pages = NULL;
 err_uncharge:
-	if (r->mm) {
-		account_locked_vm(r->mm, r->locked, false);
-		mmdrop(r->mm);
-		r->mm = NULL;
-	}
+	hp_ring_uncharge(r);
 	return ret;
 }
 
 /**
  * hp_ring_free() - undo hp_ring_alloc()
  * @r: the ring; no mapping of it may remain
- *
- * Called in process context without locks held: uncharging takes the
- * charged mm's mmap lock.
  */
 void hp_ring_free(struct hp_ring *r)
 {
@@ -230,10 +276,7 @@ void hp_ring_free(struct hp_ring *r)
 	kvfree(r->pages);
 	atomic64_sub(r->geom.ctl_size + r->geom.data_size,
 		     &hp_stats.ring_bytes);
-	if (r->mm) {
-		account_locked_vm(r->mm, r->locked, false);
-		mmdrop(r->mm);
-	}
+	hp_ring_uncharge(r);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -244,7 +287,11 @@ void hp_ring_free(struct hp_ring *r)
  *
  * The mapping may never become executable, is not inherited across fork()
  * (a child must not write into its parent's ring), cannot grow with mremap()
- * and is left out of core dumps.
+ * and is left out of core dumps. VM_IO pins VM_DONTCOPY: madvise() refuses
+ * MADV_DOFORK (and MADV_DONTFORK) on such a mapping with EINVAL, so the
+ * process cannot make a child inherit the ring. It also keeps
+ * get_user_pages() and so process_vm_readv() and /proc/<pid>/mem away from
+ * the ring, which nothing needs.
  *
  * Return: 0 or a negative errno.
  */
@@ -257,6 +304,6 @@ int hp_ring_mmap(struct hp_ring *r, struct vm_area_struct *vma)
 	if (ret)
 		return ret;
 	hp_vm_flags_clear(vma, VM_MAYEXEC);
-	hp_vm_flags_set(vma, VM_DONTCOPY | VM_DONTEXPAND | VM_DONTDUMP);
+	hp_vm_flags_set(vma, VM_DONTCOPY | VM_DONTEXPAND | VM_DONTDUMP | VM_IO);
 	return remap_vmalloc_range(vma, r->vaddr, 0);
 }

@@ -15,8 +15,21 @@
  * list of live sessions and sysfs, drops its fd slots and wakes the
  * consumer, which may still read what the ring holds.
  *
- * hp_lock (a mutex) guards the list, the state, the consumer and the id
- * lookup; every path that takes it runs in process context.
+ * hp_lock (a mutex) guards the list, the state, the consumer and the ids:
+ * a session gets its id in the same critical section that adds it to the
+ * list, so the list is always in id order and a netlink dump that resumes
+ * after the last id it sent misses no session registered meanwhile. Every
+ * path that takes it runs in process context.
+ *
+ * A session is bound to the mm its owner had when it registered. An owner
+ * that exec'ed (keeping its session fd across the exec, perhaps into a
+ * setuid program) has another mm: its session then counts as closed for
+ * attach and INFO, so nobody attaches to the new program through the old
+ * program's session, its ring or its deposited files.
+ *
+ * Sessions count against max_sessions_per_user for the real uid that
+ * registered them until their memory is freed (a session lives on while
+ * any fd or mapping of it exists, in whatever process).
  */
 #include <linux/anon_inodes.h>
 #include <linux/cred.h>
@@ -28,30 +41,122 @@
 #include <linux/pid.h>
 #include <linux/pid_namespace.h>
 #include <linux/poll.h>
+#include <linux/capability.h>
 #include <linux/sched.h>
+#include <linux/sched/mm.h>
+#include <linux/sched/task.h>
 #include <linux/slab.h>
 #include <linux/string.h>
 #include <linux/uaccess.h>
 #include <linux/user_namespace.h>
+#include <linux/xarray.h>
 
 #include "compat.h"
 #include "internal.h"
 
-/* Guards hp_sessions and each session's state, consumer and attach_count. */
+/*
+ * Guards hp_sessions, hp_last_id and each session's state, consumer and
+ * attach_count.
+ */
 DEFINE_MUTEX(hp_lock);
 LIST_HEAD(hp_sessions);
-static atomic64_t hp_last_id = ATOMIC64_INIT(0);
+static u64 hp_last_id;
+
+/*
+ * Sessions whose memory exists, per real uid (init_user_ns numbers), under
+ * hp_users_lock (not hp_lock: the last put of a session, which uncounts
+ * it, must not depend on who holds hp_lock).
+ */
+static DEFINE_MUTEX(hp_users_lock);
+static DEFINE_XARRAY(hp_user_sessions);
 
 static const struct file_operations hp_session_fops;
 static const struct file_operations hp_consumer_fops;
+
+/**
+ * hp_user_sessions_decide() - may a user with @count sessions add one?
+ * @count: sessions of the user whose memory exists
+ * @max: max_sessions_per_user (0: no limit)
+ *
+ * Return: 0 or -EDQUOT.
+ */
+int hp_user_sessions_decide(unsigned long count, unsigned int max)
+{
+	if (max && count >= max)
+		return -EDQUOT;
+	return 0;
+}
+EXPORT_SYMBOL_NS_GPL(hp_user_sessions_decide, HEAPPROFD_NS);
+
+/* Count a new session for @uid; -EDQUOT over the limit. */
+static int hp_user_sessions_add(kuid_t uid)
+{
+	unsigned long key = from_kuid(&init_user_ns, uid);
+	unsigned long n;
+	void *old;
+	int ret;
+
+	mutex_lock(&hp_users_lock);
+	old = xa_load(&hp_user_sessions, key);
+	n = old ? xa_to_value(old) : 0;
+	ret = hp_user_sessions_decide(n, READ_ONCE(hp_max_sessions_per_user));
+	if (!ret)
+		ret = xa_err(xa_store(&hp_user_sessions, key,
+				      xa_mk_value(n + 1), GFP_KERNEL));
+	mutex_unlock(&hp_users_lock);
+	return ret;
+}
+
+static void hp_user_sessions_sub(kuid_t uid)
+{
+	unsigned long key = from_kuid(&init_user_ns, uid);
+	unsigned long n;
+	void *old;
+
+	mutex_lock(&hp_users_lock);
+	old = xa_load(&hp_user_sessions, key);
+	n = old ? xa_to_value(old) : 0;
+	if (n > 1)	/* replaces an existing entry: cannot fail */
+		xa_store(&hp_user_sessions, key, xa_mk_value(n - 1),
+			 GFP_KERNEL);
+	else
+		xa_erase(&hp_user_sessions, key);
+	mutex_unlock(&hp_users_lock);
+}
 
 static void hp_session_free(struct kref *ref)
 {
 	struct hp_session *s = container_of(ref, struct hp_session, ref);
 
 	hp_ring_free(&s->ring);
+	if (s->counted)
+		hp_user_sessions_sub(s->owner_uid);
+	if (s->mm)
+		mmdrop(s->mm);
 	put_pid(s->owner);
 	kfree(s);
+}
+
+/**
+ * hp_session_owner_current() - is the owner still the registering program?
+ * @s: the session
+ *
+ * Return: true while the owner process exists and has the mm it registered
+ * from; false once it exited or exec'ed.
+ */
+bool hp_session_owner_current(struct hp_session *s)
+{
+	struct task_struct *task;
+	bool same;
+
+	task = get_pid_task(s->owner, PIDTYPE_TGID);
+	if (!task)
+		return false;
+	task_lock(task);
+	same = task->mm && task->mm == s->mm;
+	task_unlock(task);
+	put_task_struct(task);
+	return same;
 }
 
 /**
@@ -151,8 +256,9 @@ static void hp_wake(struct hp_session *s, __poll_t events)
  * hp_register() - HEAPPROFD_IOC_REGISTER: create a session for current
  * @uarg: struct heapprofd_register
  *
- * Return: the new session fd, or a negative errno (nothing is left
- * allocated or charged on failure).
+ * Return: the new session fd, or a negative errno: -EDQUOT (the user has
+ * max_sessions_per_user sessions), -ENOMEM (also over RLIMIT_MEMLOCK), ...
+ * Nothing is left allocated or charged on failure.
  */
 long hp_register(void __user *uarg)
 {
@@ -172,6 +278,8 @@ long hp_register(void __user *uarg)
 	ret = hp_geom_compute(a.data_size, READ_ONCE(hp_max_data_size), &g);
 	if (ret)
 		return ret;
+	if (!current->mm)
+		return -EINVAL;
 
 	s = kzalloc(sizeof(*s), GFP_KERNEL_ACCOUNT);
 	if (!s)
@@ -182,20 +290,20 @@ long hp_register(void __user *uarg)
 	spin_lock_init(&s->slot_lock);
 	s->reg_flags = a.flags;
 	s->owner = get_pid(task_tgid(current));
+	mmgrab(current->mm);
+	s->mm = current->mm;
 	s->owner_euid = current_euid();
+	s->owner_uid = current_uid();
 	get_task_comm(s->comm, current);
 	s->state = HEAPPROFD_STATE_OPEN;
 
+	if (!capable(CAP_SYS_RESOURCE)) {
+		ret = hp_user_sessions_add(s->owner_uid);
+		if (ret)
+			goto err_free;
+		s->counted = true;
+	}
 	ret = hp_ring_alloc(&s->ring, &g, READ_ONCE(hp_charge_memlock));
-	if (ret)
-		goto err_free;
-	s->id = atomic64_inc_return(&hp_last_id);
-	hp_ctl_init(s->ring.vaddr, &g, s->id, a.flags);
-
-	a.session_id = s->id;
-	a.ctl_size = g.ctl_size;
-	a.version = HEAPPROFD_ABI_VERSION;
-	ret = hp_copy_arg_out(uarg, &a, sizeof(a), usize);
 	if (ret)
 		goto err_free;
 
@@ -213,14 +321,28 @@ long hp_register(void __user *uarg)
 		goto err_free;
 	}
 
+	/* The id and the list position under one lock: see above. */
 	mutex_lock(&hp_lock);
+	s->id = ++hp_last_id;
+	hp_ctl_init(s->ring.vaddr, &g, s->id, a.flags);
 	list_add_tail(&s->node, &hp_sessions);
 	hp_stats.sessions_active++;
 	mutex_unlock(&hp_lock);
+
+	a.session_id = s->id;
+	a.ctl_size = g.ctl_size;
+	a.version = HEAPPROFD_ABI_VERSION;
+	ret = hp_copy_arg_out(uarg, &a, sizeof(a), usize);
+	if (ret) {
+		/* Releasing the file closes the session. */
+		put_unused_fd(fd);
+		fput(file);
+		return ret;
+	}
+
 	atomic64_inc(&hp_stats.sessions_total);
 	hp_sysfs_session_add(s);
 	hp_nl_event(HEAPPROFD_CMD_SESSION_NEW, s);
-
 	fd_install(fd, file);
 	return fd;
 
@@ -352,6 +474,7 @@ static int hp_file_mmap(struct file *file, struct vm_area_struct *vma)
 static long hp_info(struct hp_session *s, void __user *uarg)
 {
 	struct heapprofd_session_info a;
+	bool current_ok;
 	u32 usize;
 	int ret;
 
@@ -369,8 +492,9 @@ static long hp_info(struct hp_session *s, void __user *uarg)
 	a.reg_flags = s->reg_flags;
 	memcpy(a.comm, s->comm, sizeof(a.comm));
 	a.fd_slots = hp_fd_slot_mask(s);
+	current_ok = hp_session_owner_current(s);
 	mutex_lock(&hp_lock);
-	a.state = s->state;
+	a.state = current_ok ? s->state : HEAPPROFD_STATE_CLOSED;
 	a.pid = a.state == HEAPPROFD_STATE_CLOSED ? 0 : pid_vnr(s->owner);
 	mutex_unlock(&hp_lock);
 

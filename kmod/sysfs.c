@@ -6,7 +6,9 @@
  *
  * The kobjects are plain kobject_create_and_add() ones, whose release lives
  * in the core kernel, so no release code of this module can run after it is
- * unloaded. A session file finds its session by the directory's name (the
+ * unloaded. The global files are world-readable totals; the files under
+ * sessions/ name processes (pid, comm), which hidepid may hide in /proc,
+ * so they are 0400 (root only). A session file finds its session by the directory's name (the
  * id) in the live list; removing a directory waits for running reads.
  */
 #include <linux/kernel.h>
@@ -182,7 +184,7 @@ static ssize_t hp_sess_##name##_show(struct kobject *kobj,		\
 	return hp_sess_show(kobj, buf, field);				\
 }									\
 static struct kobj_attribute hp_sess_attr_##name =			\
-	__ATTR(name, 0444, hp_sess_##name##_show, NULL)
+	__ATTR(name, 0400, hp_sess_##name##_show, NULL)
 
 HP_SESS_ATTR(pid, HP_SF_PID);
 HP_SESS_ATTR(comm, HP_SF_COMM);

@@ -3,7 +3,8 @@
  * kselftests for heapprofd.ko (issue 2): sessions, ring geometry, the ring
  * protocol across processes, exact drops, wakeups, fd passing, attach
  * permissions, lifetime, fork, sysfs, netlink, input validation of every
- * ioctl and of mmap, and rmmod while busy.
+ * ioctl and of mmap, and rmmod while busy; and (issue 19) each attack of a
+ * hostile local user, run as uid/gid 65534 without supplementary groups.
  *
  * Runs as root inside the test VM (scripts/vmtest); exits 4 (KSFT_SKIP)
  * when /dev/heapprofd does not exist. The rmmod test comes last: it unloads
@@ -11,7 +12,9 @@
  * /hp/kmod/heapprofd.ko).
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
+#include <grp.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -1296,6 +1299,523 @@ TEST(netlink_events_and_dump)
 	EXPECT_EQ(0, hp_nl_dump_find(&dn, id, &m));
 	close(dn.fd);
 	close(nl.fd);
+	close(dev);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Issue 19: each attack of a hostile local user, run unprivileged          */
+/* ------------------------------------------------------------------------ */
+
+/* Become uid/gid 65534 (or the given gid) with no supplementary groups. */
+static int drop_to(gid_t gid)
+{
+	if (setgroups(0, NULL) || setresgid(gid, gid, gid) ||
+	    setresuid(NOBODY, NOBODY, NOBODY))
+		return -1;
+	/* A credential change clears dumpable; an ordinary process has it. */
+	return prctl(PR_SET_DUMPABLE, 1);
+}
+
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;	/* the same every time: the DIR's own fd included */
+}
+
+static int write_file(const char *path, const char *val)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = write(fd, val, strlen(val));
+	close(fd);
+	return n == (ssize_t)strlen(val) ? 0 : -EIO;
+}
+
+struct clone_reg {
+	int dev;
+	int ret;
+};
+
+/* Runs in a clone(CLONE_FILES) helper: register, leave the fd, exit. */
+static int clone_register(void *arg)
+{
+	struct clone_reg *c = arg;
+	int fd = hp_register(c->dev, HP_SMALL, 0, NULL);
+
+	c->ret = fd < 0 ? -errno : fd;
+	return 0;
+}
+
+/*
+ * 7a: helpers that share the fd table register sessions and exit; the
+ * rings stay. They are charged to the user, so the user's RLIMIT_MEMLOCK
+ * bounds them all (each 64 KiB ring costs 68 KiB with its control page).
+ */
+TEST(memlock_clone_files_helpers_charged_to_user)
+{
+	char on[8] = "";
+	int dev, rc;
+	pid_t pid;
+
+	hp_sysfs_str("/sys/module/heapprofd/parameters/charge_memlock", on, sizeof(on));
+	if (on[0] != 'Y' && on[0] != '1')
+		SKIP(return, "charge_memlock is off (%s)", on);
+	OPEN_DEV(dev);
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		struct rlimit rl = { 256 << 10, 256 << 10 };
+		static char stack[64 << 10] __attribute__((aligned(16)));
+		struct clone_reg c = { .dev = dev };
+		int ok = 0, i, last = 0;
+
+		if (setrlimit(RLIMIT_MEMLOCK, &rl) || drop_to(NOBODY))
+			_exit(10);
+		for (i = 0; i < 10; i++) {
+			pid_t h = clone(clone_register, stack + sizeof(stack),
+					CLONE_FILES | CLONE_VM | SIGCHLD, &c);
+
+			if (h < 0 || reap(h) != 0)
+				_exit(11);
+			last = c.ret;
+			if (c.ret < 0)
+				break;
+			ok++;
+		}
+		/* 3 * 68 KiB fit in 256 KiB, a fourth does not. */
+		if (ok != 3)
+			_exit(20 + ok);
+		if (last != -ENOMEM)
+			_exit(12);
+		_exit(0);
+	}
+	rc = reap(pid);
+	EXPECT_EQ(0, rc) TH_LOG("20 + n: n rings fit instead of 3");
+	close(dev);
+}
+
+/* 7a: max_sessions_per_user, EDQUOT beyond it. */
+TEST(sessions_per_user_capped)
+{
+	const char *param = "/sys/module/heapprofd/parameters/max_sessions_per_user";
+	char old[32] = "";
+	int dev, rc;
+	pid_t pid;
+
+	OPEN_DEV(dev);
+	ASSERT_EQ(0, hp_sysfs_str(param, old, sizeof(old)));
+	ASSERT_EQ(0, write_file(param, "3"));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		struct rlimit rl = { RLIM_INFINITY, RLIM_INFINITY };
+		int i;
+
+		if (setrlimit(RLIMIT_MEMLOCK, &rl) || drop_to(NOBODY))
+			_exit(10);
+		for (i = 0; i < 3; i++)
+			if (hp_register(dev, HP_SMALL, 0, NULL) < 0)
+				_exit(11 + i);
+		_exit(hp_register(dev, HP_SMALL, 0, NULL) < 0 &&
+		      errno == EDQUOT ? 0 : 20);
+	}
+	rc = reap(pid);
+	EXPECT_EQ(0, write_file(param, old));
+	EXPECT_EQ(0, rc);
+	close(dev);
+}
+
+/*
+ * 7b: an owner that keeps its session fd across exec (here into busybox
+ * sleep; a setuid program would be the attack) no longer owns a session
+ * anyone may attach to: the session was bound to the old mm.
+ */
+TEST(session_closed_for_attach_after_exec)
+{
+	struct heapprofd_register reg;
+	int dev, fd, pfd[2];
+	pid_t pid;
+
+	OPEN_DEV(dev);
+	if (access("/bin/sleep", X_OK))
+		SKIP(return, "no /bin/sleep");
+	ASSERT_EQ(0, pipe2(pfd, O_CLOEXEC));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		if (drop_to(NOBODY))
+			_exit(10);
+		fd = hp_register(dev, HP_SMALL, 0, &reg);
+		if (fd < 0)
+			_exit(11);
+		fcntl(fd, F_SETFD, 0);	/* keep it across exec */
+		if (write(pfd[1], &reg.session_id, sizeof(reg.session_id)) != 8)
+			_exit(12);
+		execl("/bin/sleep", "sleep", "30", (char *)NULL);
+		_exit(13);
+	}
+	close(pfd[1]);
+	ASSERT_EQ(8, read(pfd[0], &reg.session_id, 8));
+	close(pfd[0]);
+	/* Wait for the exec to happen: comm becomes "sleep". */
+	for (int i = 0; i < 200; i++) {
+		char path[64], comm[32] = "";
+
+		snprintf(path, sizeof(path), "/proc/%d/comm", pid);
+		hp_sysfs_str(path, comm, sizeof(comm));
+		if (!strncmp(comm, "sleep", 5))
+			break;
+		usleep(10000);
+	}
+	EXPECT_EQ(-ESRCH, hp_attach_pid(dev, pid, NULL));
+	EXPECT_EQ(-ESRCH, hp_attach_id(dev, reg.session_id, NULL));
+	/* Root is no exception (the checks ran as root): another program. */
+	kill(pid, SIGKILL);
+	reap(pid);
+	close(dev);
+}
+
+/* 6a: same uid, another group: ptrace refuses, so does attach. */
+TEST(attach_same_uid_other_gid_eperm)
+{
+	struct hp_sync s;
+	uint64_t id, step;
+	int dev;
+	pid_t prod, cons;
+
+	OPEN_DEV(dev);
+	ASSERT_EQ(0, hp_sync_init(&s));
+	prod = fork();
+	ASSERT_LE(0, prod);
+	if (prod == 0) {
+		struct heapprofd_register reg;
+
+		hp_sync_child(&s);
+		if (drop_to(NOBODY))
+			_exit(10);
+		if (hp_register(dev, HP_SMALL, 0, &reg) < 0)
+			_exit(11);
+		hp_sync_send(s.to_parent[1], reg.session_id);
+		hp_sync_recv(s.to_child[0], &step);
+		_exit(0);
+	}
+	hp_sync_parent(&s);
+	ASSERT_EQ(0, hp_sync_recv(s.to_parent[0], &id));
+	cons = fork();
+	ASSERT_LE(0, cons);
+	if (cons == 0) {
+		if (drop_to(NOBODY - 1))
+			_exit(20);
+		_exit(hp_attach_id(dev, id, NULL) == -EPERM ? 0 : 21);
+	}
+	EXPECT_EQ(0, reap(cons)) TH_LOG("other gid: EPERM expected");
+	cons = fork();
+	ASSERT_LE(0, cons);
+	if (cons == 0) {
+		int c;
+
+		if (drop_to(NOBODY))
+			_exit(20);
+		c = hp_attach_id(dev, id, NULL);
+		_exit(c >= 0 ? 0 : 22);
+	}
+	EXPECT_EQ(0, reap(cons)) TH_LOG("same uid and gid: attach must work");
+	hp_sync_send(s.to_child[1], 1);
+	EXPECT_EQ(0, reap(prod));
+	close(dev);
+}
+
+/*
+ * Attach as nobody to a session of nobody, from the producer's parent
+ * (ancestor) or its sibling. Returns 0 or the errno of the attach.
+ */
+static int yama_try(int dev, int ancestor)
+{
+	int p[2], rc = -1;
+	uint64_t id;
+	pid_t prod, cons;
+
+	if (pipe(p))
+		return -1;
+	cons = fork();
+	if (cons < 0)
+		return -1;
+	if (cons == 0) {
+		if (drop_to(NOBODY))
+			_exit(100);
+		prod = fork();
+		if (prod == 0) {
+			struct heapprofd_register reg;
+
+			close(p[0]);
+			if (hp_register(dev, HP_SMALL, 0, &reg) < 0)
+				_exit(1);
+			if (write(p[1], &reg.session_id, 8) != 8)
+				_exit(2);
+			pause();
+			_exit(0);
+		}
+		close(p[1]);
+		if (read(p[0], &id, 8) != 8)
+			_exit(101);
+		if (ancestor) {
+			rc = hp_attach_id(dev, id, NULL);
+			rc = rc >= 0 ? 0 : -rc;
+		} else {
+			/* A sibling: not an ancestor of the producer. */
+			pid_t sib = fork();
+
+			if (sib == 0) {
+				rc = hp_attach_id(dev, id, NULL);
+				_exit(rc >= 0 ? 0 : -rc);
+			}
+			rc = reap(sib);
+		}
+		kill(prod, SIGKILL);
+		reap(prod);
+		_exit(rc);
+	}
+	close(p[0]);
+	close(p[1]);
+	rc = reap(cons);
+	return rc;
+}
+
+TEST(attach_honours_yama_ptrace_scope)
+{
+	const char *knob = "/proc/sys/kernel/yama/ptrace_scope";
+	char old[16] = "";
+	struct heapprofd_register reg;
+	int dev, fd, c;
+
+	OPEN_DEV(dev);
+	if (hp_sysfs_str(knob, old, sizeof(old)))
+		SKIP(return, "no Yama in this kernel");
+	ASSERT_EQ(0, write_file(knob, "0"));
+	EXPECT_EQ(0, yama_try(dev, 0)) TH_LOG("scope 0: a sibling may attach");
+	ASSERT_EQ(0, write_file(knob, "1"));
+	EXPECT_EQ(EPERM, yama_try(dev, 0)) TH_LOG("scope 1: not an ancestor");
+	EXPECT_EQ(0, yama_try(dev, 1)) TH_LOG("scope 1: the parent may");
+	ASSERT_EQ(0, write_file(knob, "2"));
+	EXPECT_EQ(EPERM, yama_try(dev, 1)) TH_LOG("scope 2: admin only");
+	/* Root (CAP_SYS_PTRACE) still may. */
+	fd = hp_register(dev, HP_SMALL, 0, &reg);
+	ASSERT_LE(0, fd);
+	c = hp_attach_id(dev, reg.session_id, NULL);
+	EXPECT_LE(0, c);
+	if (c >= 0)
+		close(c);
+	close(fd);
+	EXPECT_EQ(0, write_file(knob, old));
+	close(dev);
+}
+
+/* 6b: what names processes is for root only. */
+TEST(sysfs_and_netlink_hidden_from_non_admin)
+{
+	struct heapprofd_register reg;
+	struct hp_nl nl;
+	int dev, fd, rc;
+	pid_t pid;
+
+	OPEN_DEV(dev);
+	fd = hp_register(dev, HP_SMALL, 0, &reg);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, hp_nl_open(&nl));
+	close(nl.fd);
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		char path[128];
+		struct hp_nl_msg m;
+		struct hp_nl n;
+		int ret;
+
+		if (drop_to(NOBODY))
+			_exit(10);
+		snprintf(path, sizeof(path), HP_SYSFS "/sessions/%llu/pid",
+			 (unsigned long long)reg.session_id);
+		if (open(path, O_RDONLY) >= 0 || errno != EACCES)
+			_exit(11);
+		snprintf(path, sizeof(path), HP_SYSFS "/sessions/%llu/comm",
+			 (unsigned long long)reg.session_id);
+		if (open(path, O_RDONLY) >= 0 || errno != EACCES)
+			_exit(12);
+		/* The totals stay readable. */
+		if (hp_stat("sessions_active") < 1)
+			_exit(13);
+		if (hp_nl_open(&n))
+			_exit(14);
+		ret = hp_nl_dump_find(&n, reg.session_id, &m);
+		if (ret != -EPERM)
+			_exit(15);
+		ret = hp_nl_join_events(&n);
+		if (ret != -EPERM)
+			_exit(16);
+		_exit(0);
+	}
+	rc = reap(pid);
+	EXPECT_EQ(0, rc) TH_LOG("11/12: sysfs readable, 15: dump, 16: events");
+	close(fd);
+	close(dev);
+}
+
+/* 7c: a result that cannot be written back leaves no fd behind. */
+TEST(receive_fd_bad_result_pointer_leaks_no_fd)
+{
+	struct heapprofd_register reg;
+	struct heapprofd_fd_arg *ro;
+	long long passed;
+	int dev, fd, c, f, before;
+
+	OPEN_DEV(dev);
+	fd = hp_register(dev, HP_SMALL, 0, &reg);
+	ASSERT_LE(0, fd);
+	f = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	ASSERT_LE(0, f);
+	ASSERT_EQ(0, hp_deposit(fd, HEAPPROFD_FD_MAPS, f));
+	close(f);
+	c = hp_attach_id(dev, reg.session_id, NULL);
+	ASSERT_LE(0, c);
+
+	ro = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+		  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, ro);
+	memset(ro, 0, sizeof(*ro));
+	ro->size = sizeof(*ro);
+	ro->slot = HEAPPROFD_FD_MAPS;
+	ASSERT_EQ(0, mprotect(ro, 4096, PROT_READ));
+	passed = hp_stat("fds_passed_total");
+	before = count_fds();
+	errno = 0;
+	EXPECT_EQ(-1, ioctl(c, HEAPPROFD_IOC_RECEIVE_FD, ro));
+	EXPECT_EQ(EFAULT, errno);
+	EXPECT_EQ(before, count_fds());
+	EXPECT_EQ(passed, hp_stat("fds_passed_total"));
+	/* A good pointer still works. */
+	f = hp_receive(c, HEAPPROFD_FD_MAPS);
+	EXPECT_LE(0, f);
+	if (f >= 0)
+		close(f);
+	munmap(ro, 4096);
+	close(c);
+	close(fd);
+	close(dev);
+}
+
+/*
+ * 7d: a dump spread over several messages lists every session once, in id
+ * order, including those registered between its messages.
+ */
+TEST(netlink_dump_spanning_messages_is_complete)
+{
+	enum { N = 300, M = 20 };
+	static int fds[N + M];
+	static uint64_t ids[N + M], seen[N + M + 64];
+	struct heapprofd_register reg;
+	int dev, i, nseen = 0, done = 0, msgs = 0, ret;
+	struct hp_nl nl;
+	char *buf;
+
+	OPEN_DEV(dev);
+	for (i = 0; i < N; i++) {
+		fds[i] = hp_register(dev, HP_SMALL, HEAPPROFD_REGISTER_DORMANT, &reg);
+		ASSERT_LE(0, fds[i]);
+		ids[i] = reg.session_id;
+	}
+	ASSERT_EQ(0, hp_nl_open(&nl));
+	ASSERT_EQ(0, hp_nl_send(&nl, nl.family, NLM_F_DUMP,
+				HEAPPROFD_CMD_SESSION_GET, NULL, 0));
+	buf = malloc(HP_NL_BUF);
+	ASSERT_NE(NULL, buf);
+	while (!done) {
+		int n = hp_nl_recv(&nl, buf, HP_NL_BUF, 5000);
+		struct nlmsghdr *h;
+
+		ASSERT_LT(0, n);
+		if (msgs++ == 0) {
+			/* Mid-dump: more sessions arrive. */
+			for (i = N; i < N + M; i++) {
+				fds[i] = hp_register(dev, HP_SMALL,
+						     HEAPPROFD_REGISTER_DORMANT, &reg);
+				ASSERT_LE(0, fds[i]);
+				ids[i] = reg.session_id;
+			}
+		}
+		for (h = (struct nlmsghdr *)buf; NLMSG_OK(h, (unsigned int)n);
+		     h = NLMSG_NEXT(h, n)) {
+			struct hp_nl_msg m;
+
+			if (h->nlmsg_type == NLMSG_DONE) {
+				done = 1;
+				break;
+			}
+			ASSERT_NE(NLMSG_ERROR, h->nlmsg_type);
+			if (h->nlmsg_type != nl.family)
+				continue;
+			hp_nl_decode(h, &m);
+			ASSERT_LT(nseen, N + M + 64);
+			if (nseen)
+				ASSERT_LT(seen[nseen - 1], m.session_id);
+			seen[nseen++] = m.session_id;
+		}
+	}
+	EXPECT_LT(1, msgs) TH_LOG("the dump fit one message: make N larger");
+	for (i = 0; i < N + M; i++) {
+		int j, found = 0;
+
+		for (j = 0; j < nseen; j++)
+			found |= seen[j] == ids[i];
+		EXPECT_EQ(1, found) TH_LOG("session %llu missing (%d)",
+					   (unsigned long long)ids[i], i);
+	}
+	ret = 0;
+	for (i = 0; i < N + M; i++)
+		ret |= close(fds[i]);
+	EXPECT_EQ(0, ret);
+	free(buf);
+	close(nl.fd);
+	close(dev);
+}
+
+/* 7d: MADV_DOFORK cannot make a child inherit the ring. */
+TEST(madv_dofork_refused)
+{
+	struct heapprofd_register reg;
+	size_t len;
+	void *map;
+	int dev, fd;
+	pid_t pid;
+
+	OPEN_DEV(dev);
+	fd = hp_register(dev, HP_SMALL, 0, &reg);
+	ASSERT_LE(0, fd);
+	map = hp_map(fd, reg.ctl_size, HP_SMALL, &len);
+	ASSERT_NE(MAP_FAILED, map);
+	EXPECT_EQ(-1, madvise(map, len, MADV_DOFORK));
+	EXPECT_EQ(EINVAL, errno);
+	EXPECT_EQ(-1, madvise(map, 4096, MADV_DOFORK));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		unsigned char vec[4];
+
+		_exit(mincore(map, 4096, vec) == -1 && errno == ENOMEM ? 0 : 1);
+	}
+	EXPECT_EQ(0, reap(pid)) TH_LOG("the child inherited the ring");
+	munmap(map, len);
+	close(fd);
 	close(dev);
 }
 
