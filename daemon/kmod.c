@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <netlink/genl/ctrl.h>
@@ -128,13 +129,22 @@ int hpd_kmod_attach(uint64_t session_id, pid_t pid, struct hpd_rule *r)
 		s->exe_fd = -1;
 	/*
 	 * No fallback to /proc/<pid>/maps or mem: by the time we opened them
-	 * the number could name another process (issue 19). The module
-	 * checked the process that deposited these; without them there is
-	 * no unwinding.
+	 * the number could name another process. The module checked the
+	 * process that deposited these; without them there is no unwinding.
 	 */
 	if (s->maps_fd < 0 || s->mem_fd < 0)
 		hpd_log(HPD_WARN, "pid %d: the process deposited no maps/mem fds; its stacks cannot be unwound",
 			(int)s->pid);
+	/*
+	 * Another user's process (its /proc files are its owner's): its ELF
+	 * files are opened only as the kernel has them mapped, never by the
+	 * paths its maps name (security.rst).
+	 */
+	{
+		struct stat st;
+
+		s->foreign = s->maps_fd < 0 || fstat(s->maps_fd, &st) || st.st_uid != geteuid();
+	}
 	rc = hpd_session_map(s, cfd, 0, at.ctl_size, at.data_size);
 	if (rc) {
 		hpd_log(HPD_WARN, "pid %d: cannot map the session ring: %s", (int)s->pid, strerror(-rc));

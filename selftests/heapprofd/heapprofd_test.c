@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * kselftests for heapprofd.ko (issue 2): sessions, ring geometry, the ring
+ * kselftests for heapprofd.ko: sessions, ring geometry, the ring
  * protocol across processes, exact drops, wakeups, fd passing, attach
  * permissions, lifetime, fork, sysfs, netlink, input validation of every
- * ioctl and of mmap, and rmmod while busy; and (issue 19) each attack of a
+ * ioctl and of mmap, and rmmod while busy; and each attack of a
  * hostile local user, run as uid/gid 65534 without supplementary groups.
  *
  * Runs as root inside the test VM (scripts/vmtest); exits 4 (KSFT_SKIP)

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The hostile local user of issue 19, for tests/hostile/run: each mode is one
+ * The hostile local user of security.rst, for tests/hostile/run: each mode is one
  * attack on the root daemon, or a helper the runner needs (timing, /proc
  * figures) that busybox in the VM does not have.
  *

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0
-# tests/hostile (issue 19): the attack programs, the normal program and the
+# tests/hostile: the attack programs, the normal program and the
 # root-only library, into build/tests/hostile/. Included by the top-level
 # Makefile (target `hostile`, part of `userspace`, so the VM gets them too);
 # tests/hostile/run runs them.

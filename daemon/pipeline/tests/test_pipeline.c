@@ -1523,7 +1523,7 @@ static void test_symcache(void)
 }
 
 
-/* ---- output files created safely (outfile.c, issue 19 part 4) ---------------- */
+/* ---- output files created safely (outfile.c) ---------------- */
 
 /* Does dir hold a name starting with "." other than . and .. (a temp left)? */
 static int hidden_left(const char *dir)
