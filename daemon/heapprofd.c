@@ -63,6 +63,18 @@ static void raise_fd_limit(void)
 	}
 }
 
+/* A numeric option, strictly (hp_parse_num); says what is wrong. */
+static int opt_num(const char *name, const char *arg, unsigned long long min,
+		   unsigned long long max, unsigned long long *out)
+{
+	char why[200];
+
+	if (!hp_parse_num(arg, min, max, out, why, sizeof(why)))
+		return 0;
+	fprintf(stderr, "heapprofd: %s: %s\n", name, why);
+	return -1;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -106,6 +118,7 @@ int main(int argc, char **argv)
 	uint64_t last_tick = 0;
 	int ready_fd = -1, opt, rc, kmod_ok = 0;
 	unsigned continuous = 0;
+	unsigned long long v;
 	int dump_at_max = 0;
 	sigset_t ss;
 
@@ -144,12 +157,28 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
-		case 'i': hpd_opts.interval = strtoull(optarg, NULL, 0); break;
-		case 'C': continuous = (unsigned)strtoul(optarg, NULL, 0); break;
+		case 'i':
+			if (opt_num("--interval", optarg, 1, 1ULL << 40, &v))
+				return 2;
+			hpd_opts.interval = v;
+			break;
+		case 'C':
+			if (opt_num("--continuous-dump", optarg, 0, 86400000, &v))
+				return 2;
+			continuous = (unsigned)v;
+			break;
 		case 'M': dump_at_max = 1; break;
-		case 'w': hpd_opts.workers = (unsigned)strtoul(optarg, NULL, 0); break;
+		case 'w':
+			if (opt_num("--workers", optarg, 1, 64, &v))
+				return 2;
+			hpd_opts.workers = (unsigned)v;
+			break;
 		case 'P': hpd_opts.private_mode = 1; break;
-		case 'R': ready_fd = atoi(optarg); break;
+		case 'R':
+			if (opt_num("--ready-fd", optarg, 0, 1 << 20, &v))
+				return 2;
+			ready_fd = (int)v;
+			break;
 		case 'S': hpd_log_to_syslog(); break;
 		case 'v': hpd_verbosity++; break;
 		case 'q': hpd_verbosity = HPD_WARN; break;

@@ -90,7 +90,7 @@ int hpd_proc_dir_open(pid_t pid, int pidfd);
 int hpd_ident_read(int proc_fd, struct hpd_ident *id);
 int hpd_ident_same(const struct hpd_ident *a, const struct hpd_ident *b);
 struct hpd_session;
-/* Still the process that opened it: alive, same ids, same executable. */
+/* Still the process that opened it: alive, running the same executable. */
 int hpd_session_current(struct hpd_session *s);
 
 /* ---- session.c ---- */

@@ -2,10 +2,11 @@
 /*
  * The process behind a session, held by something a pid number cannot be
  * borrowed for: the pidfd it sent with its hello, its /proc directory
- * opened while that pidfd said it was alive, and what it was then (its
- * ids and its executable), so that a session whose process exec'd another
- * program (a setuid one, with the session's socket kept open) is not taken
- * for that program.
+ * opened while that pidfd said it was alive, and what it ran then (its
+ * executable), so that a session whose process exec'd another program (a
+ * setuid one, with the session's socket kept open) is not taken for that
+ * program. The ids are kept for the logs only: a process may drop its
+ * privileges (a server that starts as root) and is still the same program.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -108,20 +109,21 @@ int hpd_ident_read(int proc_fd, struct hpd_ident *id)
 	return 0;
 }
 
+/* Gaining privileges takes an exec of another file: compare the executable. */
 int hpd_ident_same(const struct hpd_ident *a, const struct hpd_ident *b)
 {
-	return a->ok && b->ok && !memcmp(a->uid, b->uid, sizeof(a->uid)) &&
-	       !memcmp(a->gid, b->gid, sizeof(a->gid)) &&
-	       a->exe_dev == b->exe_dev && a->exe_ino == b->exe_ino;
+	return a->ok && b->ok && a->exe_dev == b->exe_dev && a->exe_ino == b->exe_ino;
 }
 
 int hpd_session_current(struct hpd_session *s)
 {
 	struct hpd_ident now;
 
-	if (s->pidfd < 0 || s->proc_fd < 0 || !s->ident.ok)
+	if (s->pidfd < 0)
 		return 1;	/* nothing to hold it by (module and scan sessions) */
 	if (!pidfd_alive(s->pidfd))
 		return 0;
+	if (s->proc_fd < 0 || !s->ident.ok || !s->ident.exe_ino)
+		return 1;	/* its executable could not be seen at the hello */
 	return !hpd_ident_read(s->proc_fd, &now) && hpd_ident_same(&now, &s->ident);
 }
