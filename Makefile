@@ -8,9 +8,18 @@
 #   make demo       profile a real program end to end (in a VM with the module)
 #   make check      every test; the last line is "N passed, N failed"
 #   make bench      the benchmarks (results in bench/RESULTS.md)
-#   make deps       install the Debian packages the build needs (root)
+#   make deps       install every Debian package of scripts/apt-packages.txt
+#
+# `make demo` and `make check` install the Debian packages they need
+# themselves (scripts/install-deps --for demo|check: only the missing ones,
+# as root or through sudo, saying which and why); `make deps` installs all
+# of them at once, `make deps DRY_RUN=1` says what it would install.
 
-KDIR ?= $(shell scripts/stock-kdir 2>/dev/null)
+# Empty (also as inherited from a make that ran before the headers were
+# installed): look again.
+ifeq ($(strip $(KDIR)),)
+KDIR := $(shell scripts/stock-kdir 2>/dev/null)
+endif
 export KDIR
 
 .PHONY: all userspace client daemon selftests hostile module check demo bench deps clean
@@ -46,7 +55,7 @@ bench: userspace
 	$(MAKE) -C daemon bench
 
 deps:
-	scripts/install-deps
+	scripts/install-deps $(if $(DRY_RUN),--dry-run)
 
 clean:
 	rm -rf build out

@@ -20,7 +20,7 @@ PL_TDIR  := $(PL_BUILD)/tests/pipeline
 PL_CC    ?= gcc
 PL_CLANG ?= clang
 
-PL_NAMES := parse hmap elf maps unwind symbolize books prof pprof render \
+PL_NAMES := parse hmap elf maps unwind symbolize books prof pprof frames render \
 	    report symbolize_cmd symcache sigmask memo reuse outfile pipeline
 PIPELINE_SRCS   := $(PL_NAMES:%=$(PL_DIR)/%.c) $(PL_GEN)/profile.pb-c.c
 PIPELINE_CFLAGS := -I$(PL_ROOT)/daemon -I$(PL_GEN) \

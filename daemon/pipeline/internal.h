@@ -20,6 +20,7 @@
 #define HEAPPROFD_PIPELINE_INTERNAL_H
 
 #include <pthread.h>
+#include <regex.h>
 #include <stdio.h>
 #include <stdint.h>
 #include <stddef.h>
@@ -430,6 +431,7 @@ struct hp_prof {
 	struct hp_prof_line *lines;	/* inline callers of locations */
 	size_t nlines, clines;
 	int64_t time_ns, period;
+	const char *drop_frames;	/* the file's drop_frames (frames.c), or NULL */
 	int has_v[HP_NV];	/* reader: which values the file carried */
 	struct hp_strtab strs;
 };
@@ -466,6 +468,43 @@ int hp_pprof_parse(struct hp_prof *p, const uint8_t *buf, size_t len, char *why,
 int hp_folded_write(const struct hp_prof *p, int metric, FILE *f);
 int hp_svg_write(const struct hp_prof *p, int metric, const char *title, FILE *f);
 int hp_text_write(const struct hp_prof *p, int top, FILE *f);
+
+/* How report and the dumps render (render.c). */
+struct hp_render_opts {
+	int metric;		/* -1: hp_prof_metric() (SVG, folded); the table's order */
+	int top;		/* rows of each table, 0 = all */
+	const char *drop_frames;	/* NULL: the profile's or the default; "": none */
+	const char *title;	/* SVG: what the graph shows, e.g. "sqlite3: at the peak" */
+};
+int hp_svg_write_opts(const struct hp_prof *p, const struct hp_render_opts *o, FILE *f);
+int hp_text_write_opts(const struct hp_prof *p, const struct hp_render_opts *o, FILE *f);
+int hp_folded_write_opts(const struct hp_prof *p, const struct hp_render_opts *o, FILE *f);
+/* "bytes allocated (alloc_space)" and the like, for titles and headers */
+const char *hp_metric_words(int metric);
+/* "alloc_space" (or a unit-less alias pprof takes: "alloc", "inuse") -> index, or -1 */
+int hp_metric_by_name(const char *name);
+
+/* ---- frames.c: allocator frames folded into their callers ---------------- */
+
+extern const char HP_DROP_FRAMES_DEFAULT[];
+struct hp_drop {
+	regex_t re;
+	int on;
+	struct hp_hmap seen;	/* interned name -> 1 keep, 2 drop */
+};
+struct hp_frame {
+	const char *name;	/* interned in the profile */
+	const char *file;
+	int64_t line;
+};
+/* rx NULL: p's drop_frames or the default; "" drops nothing. 0, or -1 + why. */
+int hp_drop_init(struct hp_drop *d, const struct hp_prof *p, const char *rx,
+		 char *why, size_t wl);
+void hp_drop_free(struct hp_drop *d);
+/* s's frames, leaf first, inline frames expanded, allocator frames dropped
+ * by pprof's drop_frames rule; returns how many were written (<= max). */
+size_t hp_sample_frames(const struct hp_prof *p, const struct hp_prof_sample *s,
+			struct hp_drop *d, struct hp_frame *out, size_t max);
 int hp_prof_metric(const struct hp_prof *p);	/* inuse_space unless all 0 */
 /* fn's output into o's stream, not committed: 0 or -errno (o->why). */
 int hp_write_out(struct hp_out *o, int (*fn)(const struct hp_prof *, int, FILE *),

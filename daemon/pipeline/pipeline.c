@@ -1141,9 +1141,12 @@ int hp_proc_dump_why(struct hp_proc *pr, const char *path_prefix, unsigned forma
 	snprintf(title, sizeof(title), "%s (pid %d)", pr->comm, (int)pr->pid);
 	if (which & HP_DUMP_NOW)
 		rc = write_one(&w.now, path_prefix, "", formats, title, whybuf, sizeof(whybuf));
-	if (!rc && (which & HP_DUMP_PEAK))
+	if (!rc && (which & HP_DUMP_PEAK)) {
+		snprintf(title, sizeof(title), "%s (pid %d): at its in-use peak", pr->comm,
+			 (int)pr->pid);
 		rc = write_one(&w.peak, path_prefix, which & HP_DUMP_NOW ? ".peak" : "",
 			       formats, title, whybuf, sizeof(whybuf));
+	}
 	if (rc && why)
 		snprintf(why, whylen, "%s", whybuf);
 	if (which & HP_DUMP_NOW)

@@ -150,13 +150,9 @@ int hp_pprof_write_out(const struct hp_prof *p, struct hp_out *o)
 	pr.default_sample_type = str_idx(&st, hp_v_names[HP_V_INUSE_SPACE]);
 	/*
 	 * Allocator entry points, dropped by pprof with their callees so that
-	 * views name the code that allocated (full-match regular expression).
+	 * views name the code that allocated (frames.c: the rule, the expression).
 	 */
-	pr.drop_frames = str_idx(&st,
-		"(malloc|calloc|realloc|reallocarray|free|posix_memalign|aligned_alloc|"
-		"memalign|valloc|pvalloc|__libc_malloc|__libc_calloc|__libc_realloc|"
-		"__libc_memalign|operator new.*|operator delete.*|std::__new_allocator::.*|"
-		"__gnu_cxx::new_allocator::.*|std::allocator::.*|std::allocator_traits::.*)");
+	pr.drop_frames = str_idx(&st, p->drop_frames ? p->drop_frames : HP_DROP_FRAMES_DEFAULT);
 	period_type.type = str_idx(&st, "space");
 	period_type.unit = str_idx(&st, "bytes");
 	pr.period_type = &period_type;
@@ -418,6 +414,7 @@ int hp_pprof_parse(struct hp_prof *p, const uint8_t *buf, size_t len, char *why,
 	}
 	p->time_ns = pr->time_nanos;
 	p->period = pr->period;
+	p->drop_frames = hp_prof_str(p, S(pr, pr->drop_frames));
 	for (i = 0; i < pr->n_comment; i++)
 		if (S(pr, pr->comment[i]))
 			hp_prof_add_comment(p, "%s", S(pr, pr->comment[i]));

@@ -18,33 +18,101 @@ static void put_name(FILE *f, const char *s)
 		fputc(*s == ';' ? ':' : *s == '\n' ? ' ' : *s, f);
 }
 
-int hp_folded_write(const struct hp_prof *p, int metric, FILE *f)
-{
-	size_t i;
-	char buf[256];
+#define MAX_FRAMES	2048
 
+/* "" when a metric is left to the profile; else its index. */
+static int pick_metric(const struct hp_prof *p, const struct hp_render_opts *o)
+{
+	return o && o->metric >= 0 && o->metric < HP_NV ? o->metric : hp_prof_metric(p);
+}
+
+int hp_folded_write_opts(const struct hp_prof *p, const struct hp_render_opts *o, FILE *f)
+{
+	int metric = pick_metric(p, o);
+	struct hp_frame *fr = malloc(MAX_FRAMES * sizeof(*fr));
+	struct hp_drop d;
+	char why[200];
+	size_t i;
+
+	if (!fr || hp_drop_init(&d, p, o ? o->drop_frames : NULL, why, sizeof(why))) {
+		free(fr);
+		return -1;
+	}
 	for (i = 0; i < p->nsamples; i++) {
 		const struct hp_prof_sample *s = &p->samples[i];
-		int64_t k;
+		size_t n;
 
 		if (s->v[metric] <= 0)
 			continue;
-		if (!s->nlocs)
+		n = hp_sample_frames(p, s, &d, fr, MAX_FRAMES);
+		if (!n)
 			fputs("[unknown]", f);
-		for (k = (int64_t)s->nlocs - 1; k >= 0; k--) {
-			int64_t nf = hp_prof_loc_frames(p, s->locs[k]), q;
-
-			/* outermost first: the inline callers, then the inlined */
-			for (q = nf - 1; q >= 0; q--) {
-				put_name(f, hp_prof_loc_frame(p, s->locs[k], (uint32_t)q, buf,
-							      sizeof(buf)));
-				if (k || q)
-					fputc(';', f);
-			}
+		while (n--) {	/* outermost first */
+			put_name(f, fr[n].name);
+			if (n)
+				fputc(';', f);
 		}
 		fprintf(f, " %" PRId64 "\n", s->v[metric]);
 	}
+	hp_drop_free(&d);
+	free(fr);
 	return ferror(f) ? -1 : 0;
+}
+
+int hp_folded_write(const struct hp_prof *p, int metric, FILE *f)
+{
+	struct hp_render_opts o = { .metric = metric };
+
+	return hp_folded_write_opts(p, &o, f);
+}
+
+static const char *const metric_words[HP_NV] = {
+	"allocations (alloc_objects)", "bytes allocated (alloc_space)",
+	"objects in use (inuse_objects)", "bytes in use (inuse_space)",
+	"usable bytes allocated (alloc_usable_space)",
+	"usable bytes in use (inuse_usable_space)",
+};
+
+const char *hp_metric_words(int metric)
+{
+	return metric >= 0 && metric < HP_NV ? metric_words[metric] : "?";
+}
+
+int hp_metric_by_name(const char *name)
+{
+	int i;
+
+	for (i = 0; i < HP_NV; i++)
+		if (!strcmp(name, hp_v_names[i]))
+			return i;
+	/* pprof's own short forms */
+	if (!strcmp(name, "alloc"))
+		return HP_V_ALLOC_SPACE;
+	if (!strcmp(name, "inuse"))
+		return HP_V_INUSE_SPACE;
+	return -1;
+}
+
+static void human(char *b, size_t l, int64_t v)
+{
+	const char *u[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	double d = v < 0 ? -(double)v : (double)v;
+	int i = 0;
+
+	while (d >= 1024 && i < 4) {
+		d /= 1024;
+		i++;
+	}
+	snprintf(b, l, "%s%.*f%s", v < 0 ? "-" : "", i ? 1 : 0, d, u[i]);
+}
+
+/* A value in its metric's unit: "1.2 MiB" for bytes, "1234" for counts. */
+static void amount(char *b, size_t l, int metric, int64_t v)
+{
+	if (!strcmp(hp_v_units[metric], "bytes"))
+		human(b, l, v);
+	else
+		snprintf(b, l, "%" PRId64, v);
 }
 
 /* ---- SVG flame graph ------------------------------------------------------ */
@@ -60,7 +128,7 @@ static struct fnode *fchild(struct fnode *n, const char *name)
 	struct fnode *c;
 
 	for (c = n->kids; c; c = c->next)
-		if (!strcmp(c->name, name))
+		if (c->name == name || !strcmp(c->name, name))
 			return c;
 	c = calloc(1, sizeof(*c));
 	if (!c)
@@ -80,6 +148,24 @@ static void ffree(struct fnode *n)
 		free(n);
 		n = nx;
 	}
+}
+
+/* Biggest first, so the picture reads left to right by size. */
+static struct fnode *fsort(struct fnode *l)
+{
+	struct fnode *a = NULL, **pp, *nx;
+
+	for (; l; l = nx) {
+		nx = l->next;
+		l->kids = fsort(l->kids);
+		for (pp = &a; *pp && ((*pp)->value > l->value ||
+				      ((*pp)->value == l->value && strcmp((*pp)->name, l->name) < 0));
+		     pp = &(*pp)->next)
+			;
+		l->next = *pp;
+		*pp = l;
+	}
+	return a;
 }
 
 static int fdepth(const struct fnode *n)
@@ -115,102 +201,168 @@ static void xml(FILE *f, const char *s, size_t max)
 }
 
 #define SVG_W		1200.0
-#define SVG_ROW		17
+#define SVG_ROW		18
 #define SVG_PAD		10.0
-#define SVG_TOP		40
+#define SVG_TOP		64
+#define SVG_CHAR	7.2	/* width of a 12px monospace character */
 
-static void fdraw(FILE *f, const struct fnode *n, double x, int depth, int maxd,
-		  double scale, int64_t total, const char *unit)
+struct fctx {
+	FILE *f;
+	int maxd, metric;
+	double scale;
+	int64_t total;
+};
+
+/*
+ * A frame without a symbol is "libsqlite3.so.0.8.6+0x3b50a": its label on
+ * the graph drops the version ("libsqlite3+0x3b50a"); the hover keeps all.
+ */
+static const char *short_label(const char *name, char *buf, size_t len)
 {
-	double w = n->value * scale, cx = x;
-	int y = SVG_TOP + (maxd - depth - 1) * SVG_ROW;
+	const char *so = strstr(name, ".so"), *off = strstr(name, "+0x");
+
+	if (!so || !off || so > off || (size_t)(so - name) + strlen(off) >= len)
+		return name;
+	snprintf(buf, len, "%.*s%s", (int)(so - name), name, off);
+	return buf;
+}
+
+static void fdraw(const struct fctx *c, const struct fnode *n, double x, int depth)
+{
+	double w = n->value * c->scale, cx = x;
+	int y = SVG_TOP + (c->maxd - depth - 1) * SVG_ROW;
 	uint64_t h = hp_hash_str(n->name);
 	int r = 205 + (int)(h % 50), g = 80 + (int)((h >> 8) % 130), b = (int)((h >> 16) % 55);
+	double pct = c->total ? 100.0 * n->value / c->total : 0.0;
+	char amt[32], lab[48], sbuf[128];
+	const char *name;
+	size_t fit, len;
 
-	if (w < 0.1)
+	if (w < 0.3)
 		return;
-	fprintf(f, "<g><title>");
-	xml(f, n->name, 400);
-	fprintf(f, " (%" PRId64 " %s, %.2f%%)</title>", n->value, unit,
-		total ? 100.0 * n->value / total : 0.0);
-	fprintf(f, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"rgb(%d,%d,%d)\" rx=\"2\"/>",
+	amount(amt, sizeof(amt), c->metric, n->value);
+	fprintf(c->f, "<g><title>");
+	xml(c->f, n->name, 400);
+	fprintf(c->f, " (%s, %.2f%%)</title>", amt, pct);
+	fprintf(c->f, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"rgb(%d,%d,%d)\" rx=\"2\"/>",
 		x, y, w, SVG_ROW - 1, r, g, b);
-	if (w > 35) {
-		fprintf(f, "<text x=\"%.1f\" y=\"%d\">", x + 3, y + SVG_ROW - 5);
-		xml(f, n->name, (size_t)((w - 6) / 7));
-		fputs("</text>", f);
+	fit = w > 8 ? (size_t)((w - 6) / SVG_CHAR) : 0;
+	name = short_label(n->name, sbuf, sizeof(sbuf));
+	len = strlen(name);
+	if (fit >= 4) {
+		/* the name, and its share when there is room: what a picture
+		 * without hovering (a PNG, a printout) still tells */
+		snprintf(lab, sizeof(lab), " %.1f%%", pct);
+		fprintf(c->f, "<text x=\"%.1f\" y=\"%d\">", x + 3, y + SVG_ROW - 5);
+		if (len + strlen(lab) <= fit) {
+			xml(c->f, name, len);
+			fputs(lab, c->f);
+		} else {
+			xml(c->f, name, fit - 2);
+		}
+		fputs("</text>", c->f);
 	}
-	fputs("</g>\n", f);
-	for (const struct fnode *c = n->kids; c; c = c->next) {
-		fdraw(f, c, cx, depth + 1, maxd, scale, total, unit);
-		cx += c->value * scale;
+	fputs("</g>\n", c->f);
+	for (const struct fnode *k = n->kids; k; k = k->next) {
+		fdraw(c, k, cx, depth + 1);
+		cx += k->value * c->scale;
 	}
 }
 
-int hp_svg_write(const struct hp_prof *p, int metric, const char *title, FILE *f)
+int hp_svg_write_opts(const struct hp_prof *p, const struct hp_render_opts *o, FILE *f)
 {
 	struct fnode root = { .name = "all" };
-	char buf[256];
+	int metric = pick_metric(p, o), maxd, height, rc = 0;
+	struct hp_frame *fr = malloc(MAX_FRAMES * sizeof(*fr));
+	int64_t stacks = 0;
+	struct hp_drop d;
+	char why[200], tot[32];
 	size_t i;
-	int maxd, height;
 
+	if (!fr || hp_drop_init(&d, p, o ? o->drop_frames : NULL, why, sizeof(why))) {
+		free(fr);
+		return -1;
+	}
 	for (i = 0; i < p->nsamples; i++) {
 		const struct hp_prof_sample *s = &p->samples[i];
 		struct fnode *n = &root;
-		int64_t k;
+		size_t k;
 
 		if (s->v[metric] <= 0)
 			continue;
+		stacks++;
 		root.value = hp_sat_add(root.value, s->v[metric]);
-		for (k = (int64_t)s->nlocs - 1; k >= 0 && n; k--) {
-			int64_t nf = hp_prof_loc_frames(p, s->locs[k]), q;
-
-			for (q = nf - 1; q >= 0 && n; q--) {
-				const char *nm = hp_prof_loc_frame(p, s->locs[k], (uint32_t)q,
-								   buf, sizeof(buf));
-
-				/* names from buf must outlive the tree: intern them */
-				nm = hp_intern((struct hp_strtab *)&p->strs, nm);
-				n = nm ? fchild(n, nm) : NULL;
-				if (n)
-					n->value = hp_sat_add(n->value, s->v[metric]);
-			}
+		k = hp_sample_frames(p, s, &d, fr, MAX_FRAMES);
+		while (k-- > 0 && n) {
+			n = fchild(n, fr[k].name);
+			if (n)
+				n->value = hp_sat_add(n->value, s->v[metric]);
 		}
+		if (!n)
+			rc = -1;
 	}
+	root.kids = fsort(root.kids);
 	maxd = fdepth(&root);
 	height = SVG_TOP + maxd * SVG_ROW + 30;
+	amount(tot, sizeof(tot), metric, root.value);
 	fprintf(f, "<?xml version=\"1.0\" standalone=\"no\"?>\n"
 		"<svg version=\"1.1\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
 		"xmlns=\"http://www.w3.org/2000/svg\">\n"
 		"<style>text{font-family:monospace;font-size:12px;fill:#000;pointer-events:none}"
 		"rect:hover{stroke:#000;stroke-width:1}</style>\n"
 		"<rect x=\"0\" y=\"0\" width=\"100%%\" height=\"100%%\" fill=\"#f8f8f0\"/>\n"
-		"<text x=\"%.0f\" y=\"22\" style=\"font-size:16px\">",
+		"<text x=\"%.0f\" y=\"24\" style=\"font-size:17px;font-weight:bold\">",
 		(int)SVG_W, height, (int)SVG_W, height, SVG_PAD);
-	xml(f, title ? title : "heapprofd", 200);
-	fprintf(f, " - %s: %" PRId64 " %s</text>\n", hp_v_names[metric], root.value,
-		hp_v_units[metric]);
-	if (root.value > 0)
-		fdraw(f, &root, SVG_PAD, 0, maxd, (SVG_W - 2 * SVG_PAD) / root.value,
-		      root.value, hp_v_units[metric]);
+	xml(f, o && o->title ? o->title : "heapprofd", 120);
+	fprintf(f, "</text>\n<text x=\"%.0f\" y=\"44\" style=\"font-size:13px\">", SVG_PAD);
+	fprintf(f, "%s: %s in %" PRId64 " stacks. Width = share, callers below callees; "
+		"allocator frames folded into their callers.</text>\n",
+		hp_metric_words(metric), tot, stacks);
+	if (root.value > 0) {
+		struct fctx c = {
+			.f = f, .maxd = maxd, .metric = metric, .total = root.value,
+			.scale = (SVG_W - 2 * SVG_PAD) / root.value,
+		};
+
+		fdraw(&c, &root, SVG_PAD, 0);
+	} else {
+		fprintf(f, "<text x=\"%.0f\" y=\"%d\">(nothing: every sample is 0 here)</text>\n",
+			SVG_PAD, SVG_TOP + 12);
+	}
 	fprintf(f, "<text x=\"%.0f\" y=\"%d\">hover a frame for its name and size</text>\n</svg>\n",
 		SVG_PAD, height - 8);
 	ffree(root.kids);
-	return ferror(f) ? -1 : 0;
+	hp_drop_free(&d);
+	free(fr);
+	return rc || ferror(f) ? -1 : 0;
 }
 
-/* ---- text table ------------------------------------------------------------ */
+int hp_svg_write(const struct hp_prof *p, int metric, const char *title, FILE *f)
+{
+	struct hp_render_opts o = { .metric = metric, .title = title };
 
+	return hp_svg_write_opts(p, &o, f);
+}
+
+/* ---- text tables ----------------------------------------------------------- */
+
+/* A call site (the leaf after folding) or, in the second table, a function. */
 struct agg {
 	const char *name, *file, *heap;
 	int64_t line;
-	int64_t v[HP_NV];
+	int64_t v[HP_NV];	/* call sites: their values; functions: self */
+	int64_t cum[HP_NV];	/* functions: every stack they are on, once */
+	size_t last;		/* functions: the sample last counted + 1 */
 };
+
+static int sort_metric = -1;	/* qsort has no context argument */
 
 static int agg_cmp(const void *a, const void *b)
 {
 	const struct agg *x = *(struct agg *const *)a, *y = *(struct agg *const *)b;
 
+	if (sort_metric >= 0 && x->v[sort_metric] != y->v[sort_metric])
+		return x->v[sort_metric] < y->v[sort_metric] ? 1 : -1;
 	if (x->v[HP_V_INUSE_SPACE] != y->v[HP_V_INUSE_SPACE])
 		return x->v[HP_V_INUSE_SPACE] < y->v[HP_V_INUSE_SPACE] ? 1 : -1;
 	if (x->v[HP_V_ALLOC_SPACE] != y->v[HP_V_ALLOC_SPACE])
@@ -218,128 +370,139 @@ static int agg_cmp(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
-static void human(char *b, size_t l, int64_t v)
+static int cum_cmp(const void *a, const void *b)
 {
-	const char *u[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-	double d = v < 0 ? -(double)v : (double)v;
-	int i = 0;
+	const struct agg *x = *(struct agg *const *)a, *y = *(struct agg *const *)b;
 
-	while (d >= 1024 && i < 4) {
-		d /= 1024;
-		i++;
+	if (x->cum[sort_metric] != y->cum[sort_metric])
+		return x->cum[sort_metric] < y->cum[sort_metric] ? 1 : -1;
+	if (x->v[sort_metric] != y->v[sort_metric])
+		return x->v[sort_metric] < y->v[sort_metric] ? 1 : -1;
+	return strcmp(x->name, y->name);
+}
+
+struct aggs {
+	struct hp_hmap idx;
+	struct agg **list;
+	size_t n, cap;
+};
+
+static struct agg *agg_get(struct aggs *t, uint64_t k1, uint64_t k2)
+{
+	struct agg *a = hp_hmap_get(&t->idx, k1, k2);
+
+	if (a)
+		return a;
+	if (t->n == t->cap) {
+		size_t nc = t->cap ? t->cap * 2 : 64;
+		struct agg **nl = realloc(t->list, nc * sizeof(*nl));
+
+		if (!nl)
+			return NULL;
+		t->list = nl;
+		t->cap = nc;
 	}
-	snprintf(b, l, "%s%.*f%s", v < 0 ? "-" : "", i ? 1 : 0, d, u[i]);
+	a = calloc(1, sizeof(*a));
+	if (!a || hp_hmap_put(&t->idx, k1, k2, a)) {
+		free(a);
+		return NULL;
+	}
+	t->list[t->n++] = a;
+	return a;
+}
+
+static void aggs_free(struct aggs *t)
+{
+	for (size_t i = 0; i < t->n; i++)
+		free(t->list[i]);
+	free(t->list);
+	hp_hmap_free(&t->idx);
 }
 
 /*
- * Allocator entry points say nothing about who allocated: the table names
- * the first frame below them (pprof's drop_frames does the same in Go).
+ * The call site of a sample: the leaf once allocator frames are folded into
+ * their callers (frames.c). A frame without a symbol (lib+0xOFFSET) also
+ * names its nearest caller that has one, so that the site reads as
+ * something: "libsqlite3.so.0+0x3b50a (called from sqlite3BtreeInsert)".
  */
-static int is_allocator(const char *n)
+static const char *site_name(const struct hp_prof *p, const struct hp_frame *fr, size_t n,
+			     char *buf, size_t len)
 {
-	static const char *const pre[] = {
-		"operator new", "malloc", "calloc", "realloc", "reallocarray",
-		"posix_memalign", "aligned_alloc", "memalign", "valloc", "pvalloc",
-		"__libc_malloc", "__libc_calloc", "__libc_realloc", "__libc_memalign",
-		"__GI___libc_", "_int_malloc", "__gnu_cxx::new_allocator",
-		"std::__new_allocator", "std::allocator", "std::allocator_traits",
-		"__strdup", "strdup", "__strndup", "strndup", "xmalloc", "g_malloc",
-		"PyMem_", "PyObject_Malloc", "_PyObject_Malloc", "_PyMem_",
-		"sqlite3MemMalloc", "sqlite3Malloc", "sqlite3DbMalloc",
-	};
-	size_t i;
+	size_t k;
 
-	for (i = 0; i < sizeof(pre) / sizeof(pre[0]); i++)
-		if (!strncmp(n, pre[i], strlen(pre[i])))
-			return 1;
-	return 0;
+	if (!n)
+		return "[unknown]";
+	if (!strstr(fr[0].name, "+0x") && strncmp(fr[0].name, "0x", 2))
+		return fr[0].name;
+	for (k = 1; k < n; k++)
+		if (!strstr(fr[k].name, "+0x") && strncmp(fr[k].name, "0x", 2)) {
+			snprintf(buf, len, "%s (called from %s)", fr[0].name, fr[k].name);
+			return hp_intern((struct hp_strtab *)&p->strs, buf) ?: fr[0].name;
+		}
+	return fr[0].name;
 }
 
-int hp_text_write(const struct hp_prof *p, int top, FILE *f)
+int hp_text_write_opts(const struct hp_prof *p, const struct hp_render_opts *o, FILE *f)
 {
-	struct hp_hmap idx = { 0 };
-	struct agg **list = NULL;
-	size_t n = 0, cap = 0, i;
+	struct aggs sites = { 0 }, funcs = { 0 };
+	struct hp_frame *fr = malloc(MAX_FRAMES * sizeof(*fr));
 	int64_t tot[HP_NV] = { 0 };
-	char buf[256], b1[32], b2[32], b3[32];
-	int rc = 0, other_heaps = 0;
+	char buf[512], b1[32], b2[32], b3[32], why[200];
+	int rc = 0, other_heaps = 0, top = o ? o->top : 20, cm;
+	struct hp_drop d;
+	size_t i;
 
+	if (!fr)
+		return -1;
+	if (hp_drop_init(&d, p, o ? o->drop_frames : NULL, why, sizeof(why))) {
+		fprintf(f, "%s\n", why);
+		free(fr);
+		return -1;
+	}
 	for (i = 0; i < p->nsamples; i++) {
 		const struct hp_prof_sample *s = &p->samples[i];
-		const char *name = "[unknown]", *file = "", *named = NULL;
-		int64_t line = 0;
-		int found = 0;
-
-		/* the first frame, leaf first and inline frames included, that is
-		 * not an allocator entry point (the outermost if all are); if it
-		 * has no symbol (a stripped library shows as lib+0xOFFSET), also
-		 * the nearest caller that has one, so the site reads as something */
-		for (uint32_t k = 0; k < s->nlocs && !named; k++) {
-			uint32_t li = s->locs[k], nf = hp_prof_loc_frames(p, li), q;
-			const struct hp_prof_loc *l = li < p->nlocs ? &p->locs[li] : NULL;
-
-			for (q = 0; q < nf && !named; q++) {
-				const struct hp_prof_line *ln = l && q && l->inl + q - 1 < p->nlines ?
-					&p->lines[l->inl + q - 1] : NULL;
-				const char *fr = hp_intern((struct hp_strtab *)&p->strs,
-							   hp_prof_loc_frame(p, li, q, buf, sizeof(buf)));
-
-				if (!fr)
-					fr = "?";
-				if (found) {
-					if (!strstr(fr, "+0x"))
-						named = fr;
-					continue;
-				}
-				name = fr;
-				file = ln ? (ln->file ? ln->file : "") : (l && l->file ? l->file : "");
-				line = ln ? ln->line : l ? l->line : 0;
-				found = !is_allocator(name);
-				if (found && !strstr(name, "+0x"))
-					named = name;
-			}
-		}
-		if (named && named != name) {
-			snprintf(buf, sizeof(buf), "%s (in %s)", name, named);
-			name = hp_intern((struct hp_strtab *)&p->strs, buf);
-			if (!name)
-				name = "?";
-		}
+		size_t n = hp_sample_frames(p, s, &d, fr, MAX_FRAMES), k;
+		const char *name = site_name(p, fr, n, buf, sizeof(buf));
+		const char *file = n && fr[0].file ? fr[0].file : "";
+		int64_t line = n ? fr[0].line : 0;
 		const char *heap = s->heap ? s->heap : "";
-		uint64_t k1 = hp_hash_str(name) ^ (hp_hash_str(heap) << 1),
-			 k2 = hp_hash_str(file) * 31 + (uint64_t)line;
-		struct agg *a = hp_hmap_get(&idx, k1, k2);
+		struct agg *a = agg_get(&sites, hp_hash_str(name) ^ (hp_hash_str(heap) << 1),
+					hp_hash_str(file) * 31 + (uint64_t)line);
 		int j;
 
 		if (!a) {
-			if (n == cap) {
-				struct agg **nl;
-
-				cap = cap ? cap * 2 : 64;
-				nl = realloc(list, cap * sizeof(*nl));
-				if (!nl) {
-					rc = -1;
-					goto out;
-				}
-				list = nl;
-			}
-			a = calloc(1, sizeof(*a));
-			if (!a) {
-				rc = -1;
-				goto out;
-			}
-			a->name = hp_intern((struct hp_strtab *)&p->strs, name);
+			rc = -1;
+			goto out;
+		}
+		if (!a->name) {
+			a->name = name;
 			a->file = file;
 			a->line = line;
 			a->heap = heap;
 			if (heap[0] && strcmp(heap, "libc.malloc"))
 				other_heaps = 1;
-			list[n++] = a;
-			hp_hmap_put(&idx, k1, k2, a);
 		}
 		for (j = 0; j < HP_NV; j++) {
 			a->v[j] = hp_sat_add(a->v[j], s->v[j]);
 			tot[j] = hp_sat_add(tot[j], s->v[j]);
+		}
+		/* cumulative: each function once per stack (recursion counts once) */
+		for (k = 0; k < n; k++) {
+			struct agg *fa = agg_get(&funcs, hp_hash_str(fr[k].name),
+						 (uint64_t)(uintptr_t)fr[k].name);
+
+			if (!fa) {
+				rc = -1;
+				goto out;
+			}
+			fa->name = fr[k].name;
+			for (j = 0; j < HP_NV; j++) {
+				if (!k)
+					fa->v[j] = hp_sat_add(fa->v[j], s->v[j]);
+				if (fa->last != i + 1)
+					fa->cum[j] = hp_sat_add(fa->cum[j], s->v[j]);
+			}
+			fa->last = i + 1;
 		}
 	}
 	for (i = 0; i < p->ncomments; i++)
@@ -351,12 +514,15 @@ int hp_text_write(const struct hp_prof *p, int top, FILE *f)
 		b1, tot[HP_V_INUSE_OBJ], b3, b2, tot[HP_V_ALLOC_OBJ]);
 	if (!p->nsamples)
 		fprintf(f, "no samples\n");
-	if (list)
-		qsort(list, n, sizeof(*list), agg_cmp);
+	sort_metric = o && o->metric >= 0 && o->metric < HP_NV ? o->metric : -1;
+	if (sites.list)
+		qsort(sites.list, sites.n, sizeof(*sites.list), agg_cmp);
+	fprintf(f, "\ncall sites (allocator frames folded into their callers)%s%s:\n",
+		sort_metric >= 0 ? ", by " : "", sort_metric >= 0 ? hp_metric_words(sort_metric) : "");
 	fprintf(f, "%12s %10s %12s %10s %9s  %s\n", "inuse_bytes", "inuse_objs",
 		"alloc_bytes", "alloc_objs", "usable/req", "call site");
-	for (i = 0; i < n && (top <= 0 || (int)i < top); i++) {
-		const struct agg *a = list[i];
+	for (i = 0; i < sites.n && (top <= 0 || (int)i < top); i++) {
+		const struct agg *a = sites.list[i];
 		int64_t req = a->v[HP_V_INUSE_SPACE] ? a->v[HP_V_INUSE_SPACE] : a->v[HP_V_ALLOC_SPACE];
 		int64_t use = a->v[HP_V_INUSE_SPACE] ? a->v[HP_V_INUSE_USABLE] : a->v[HP_V_ALLOC_USABLE];
 
@@ -374,10 +540,34 @@ int hp_text_write(const struct hp_prof *p, int top, FILE *f)
 			fprintf(f, " %s:%" PRId64, a->file, a->line);
 		fputc('\n', f);
 	}
+	/* Functions by what passed through them, as pprof -top -cum shows. */
+	cm = sort_metric >= 0 ? sort_metric : hp_prof_metric(p);
+	sort_metric = cm;
+	if (funcs.list)
+		qsort(funcs.list, funcs.n, sizeof(*funcs.list), cum_cmp);
+	fprintf(f, "\nfunctions by cumulative %s (self: as the call site; cum: on the stack):\n",
+		hp_metric_words(cm));
+	fprintf(f, "%12s %12s %6s %12s %12s  %s\n", "inuse_self", "inuse_cum", "cum%",
+		"alloc_self", "alloc_cum", "function");
+	for (i = 0; i < funcs.n && (top <= 0 || (int)i < top); i++) {
+		const struct agg *a = funcs.list[i];
+
+		fprintf(f, "%12" PRId64 " %12" PRId64 " %5.1f%% %12" PRId64 " %12" PRId64 "  %s\n",
+			a->v[HP_V_INUSE_SPACE], a->cum[HP_V_INUSE_SPACE],
+			tot[cm] > 0 ? 100.0 * a->cum[cm] / tot[cm] : 0.0,
+			a->v[HP_V_ALLOC_SPACE], a->cum[HP_V_ALLOC_SPACE], a->name);
+	}
 out:
-	for (i = 0; i < n; i++)
-		free(list[i]);
-	free(list);
-	hp_hmap_free(&idx);
+	aggs_free(&sites);
+	aggs_free(&funcs);
+	hp_drop_free(&d);
+	free(fr);
 	return rc || ferror(f) ? -1 : 0;
+}
+
+int hp_text_write(const struct hp_prof *p, int top, FILE *f)
+{
+	struct hp_render_opts o = { .metric = -1, .top = top };
+
+	return hp_text_write_opts(p, &o, f);
 }

@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * `heapprofctl report FILE [--top N] [--svg out.svg] [--folded] [--base OTHER]`
+ * `heapprofctl report FILE [--top N] [--svg out.svg] [--folded] [--base OTHER]
+ *                         [--sample-index NAME] [--title TEXT]
+ *                         [--drop-frames REGEX | --no-drop-frames]`
  *
  * Reads a pprof file (ours or any other with the usual sample types) and
- * prints the top call sites, or folded stacks, and/or writes an SVG flame
- * graph. --base subtracts another profile, stack by stack (matched by
- * function names, so two runs of the same program compare).
+ * prints the top call sites and the functions by cumulative bytes, or
+ * folded stacks, and/or writes an SVG flame graph. --base subtracts another
+ * profile, stack by stack (matched by function names, so two runs of the
+ * same program compare). Allocator frames are folded into their callers by
+ * pprof's drop_frames rule (frames.c).
  */
 #include <ctype.h>
 #include <errno.h>
@@ -48,10 +52,19 @@ int hp_parse_num(const char *s, unsigned long long min, unsigned long long max,
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: heapprofctl report FILE [--top N] [--svg OUT.svg] [--folded] [--base OTHER]\n"
-		   "  --top N      show the N biggest call sites (default 20, 0 = all)\n"
+		   "                          [--sample-index NAME] [--title TEXT]\n"
+		   "                          [--drop-frames REGEX | --no-drop-frames]\n"
+		   "  --top N      show the N biggest call sites and functions (default 20, 0 = all)\n"
 		   "  --svg FILE   write a flame graph (open it in a browser)\n"
-		   "  --folded     print folded stacks instead of the table\n"
-		   "  --base FILE  show FILE's profile subtracted (growth since then)\n");
+		   "  --folded     print folded stacks instead of the tables\n"
+		   "  --base FILE  show FILE's profile subtracted (growth since then)\n"
+		   "  --sample-index NAME  what the graph and the order show: alloc_space,\n"
+		   "               inuse_space, alloc_objects, inuse_objects (default: inuse_space,\n"
+		   "               or alloc_space when nothing is in use)\n"
+		   "  --title TEXT the flame graph's title (default: FILE)\n"
+		   "  --drop-frames REGEX  allocator frames to fold into their callers (pprof's\n"
+		   "               drop_frames rule; default: the profile's own expression)\n"
+		   "  --no-drop-frames     show every frame down to malloc\n");
 }
 
 /* A location of src, re-created in dst by name (for diffs). */
@@ -123,6 +136,7 @@ static int add_all(struct hp_prof *dst, struct hp_hmap *locidx, struct hp_hmap *
 int hp_report_main(int argc, char **argv)
 {
 	const char *file = NULL, *svg = NULL, *base = NULL;
+	struct hp_render_opts ro = { .metric = -1 };
 	int top = 20, folded = 0, i, rc = 0;
 	struct hp_prof a, b, d, *show = &a;
 	char why[256];
@@ -140,6 +154,26 @@ int hp_report_main(int argc, char **argv)
 			svg = argv[++i];
 		} else if (!strcmp(argv[i], "--folded")) {
 			folded = 1;
+		} else if (!strcmp(argv[i], "--sample-index") && i + 1 < argc) {
+			ro.metric = hp_metric_by_name(argv[++i]);
+			if (ro.metric < 0) {
+				fprintf(stderr, "report: --sample-index: '%s' is none of alloc_space, "
+					"inuse_space, alloc_objects, inuse_objects\n", argv[i]);
+				return 2;
+			}
+		} else if (!strcmp(argv[i], "--title") && i + 1 < argc) {
+			ro.title = argv[++i];
+		} else if (!strcmp(argv[i], "--drop-frames") && i + 1 < argc) {
+			struct hp_drop d;
+
+			ro.drop_frames = argv[++i];
+			if (hp_drop_init(&d, NULL, ro.drop_frames, why, sizeof(why))) {
+				fprintf(stderr, "report: --drop-frames: %s\n", why);
+				return 2;
+			}
+			hp_drop_free(&d);
+		} else if (!strcmp(argv[i], "--no-drop-frames")) {
+			ro.drop_frames = "";
 		} else if (!strcmp(argv[i], "--base") && i + 1 < argc) {
 			base = argv[++i];
 		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
@@ -178,13 +212,16 @@ int hp_report_main(int argc, char **argv)
 		hp_prof_free(&b);
 		show = &d;
 	}
+	ro.top = top;
+	if (!ro.title)
+		ro.title = file;
 	if (!rc && svg) {
 		struct hp_out o;
 		FILE *f = NULL;
 
 		if (!hp_out_open(&o, svg, 0644))
 			f = hp_out_stdio(&o);
-		if (f && (hp_svg_write(show, hp_prof_metric(show), file, f) || fflush(f)))
+		if (f && (hp_svg_write_opts(show, &ro, f) || fflush(f)))
 			hp_out_fail(&o, EIO, "writing");
 		if (!f || hp_out_commit(&o)) {
 			hp_out_abort(&o);
@@ -195,9 +232,9 @@ int hp_report_main(int argc, char **argv)
 	if (!rc) {
 		errno = 0;
 		if (folded)
-			rc = hp_folded_write(show, hp_prof_metric(show), stdout) ? 1 : 0;
+			rc = hp_folded_write_opts(show, &ro, stdout) ? 1 : 0;
 		else
-			rc = hp_text_write(show, top, stdout) ? 1 : 0;
+			rc = hp_text_write_opts(show, &ro, stdout) ? 1 : 0;
 		/* `report > /dev/full`: the error shows at the flush, if not before. */
 		if (fflush(stdout) || rc || ferror(stdout)) {
 			fprintf(stderr, "report: writing to standard output: %s\n",

@@ -1694,6 +1694,142 @@ static void test_outfile(void)
 	hp_prof_free(&p);
 }
 
+/* A profile built by hand: locations by name, samples leaf first. */
+static uint32_t mk_loc(struct hp_prof *p, const char *func)
+{
+	struct hp_prof_loc l = { .func = func, .file = "f.c", .line = 1 };
+
+	return hp_prof_add_loc(p, &l);
+}
+
+static void mk_sample(struct hp_prof *p, int64_t alloc, int64_t inuse, int n, ...)
+{
+	int64_t v[HP_NV] = { 0 };
+	uint32_t locs[16];
+	va_list ap;
+	int i;
+
+	va_start(ap, n);
+	for (i = 0; i < n && i < 16; i++)
+		locs[i] = mk_loc(p, va_arg(ap, const char *));
+	va_end(ap);
+	v[HP_V_ALLOC_SPACE] = alloc;
+	v[HP_V_ALLOC_OBJ] = 1;
+	v[HP_V_INUSE_SPACE] = inuse;
+	v[HP_V_INUSE_OBJ] = inuse ? 1 : 0;
+	hp_prof_add_sample(p, locs, (uint32_t)n, v, NULL);
+}
+
+static char *frames_str(struct hp_prof *p, size_t si, const char *rx)
+{
+	static char out[512];
+	struct hp_frame fr[32];
+	struct hp_drop d;
+	char why[200];
+	size_t n, k, o = 0;
+
+	out[0] = 0;
+	if (hp_drop_init(&d, p, rx, why, sizeof(why))) {
+		snprintf(out, sizeof(out), "%s", why);
+		return out;
+	}
+	n = hp_sample_frames(p, &p->samples[si], &d, fr, 32);
+	for (k = 0; k < n; k++)
+		o += (size_t)snprintf(out + o, sizeof(out) - o, "%s%s", k ? ";" : "", fr[k].name);
+	hp_drop_free(&d);
+	return out;
+}
+
+/*
+ * Allocator frames folded into their callers (pprof's drop_frames rule,
+ * frames.c), and the table's cumulative bytes per function.
+ */
+static void test_drop_frames_and_cum(void)
+{
+	struct hp_render_opts o = { .metric = HP_V_ALLOC_SPACE, .top = 0 };
+	struct hp_prof p;
+	char *buf = NULL, *s;
+	size_t len = 0;
+	FILE *f;
+
+	hp_prof_init(&p);
+	/* 0: sqlite3's wrappers under malloc: the caller of the outermost is the site */
+	mk_sample(&p, 1000, 100, 6, "malloc", "sqlite3MemMalloc", "sqlite3Malloc",
+		  "sqlite3DbMallocRaw", "btreeInsert", "main");
+	/* 1: C++: operator new and std::allocator folded */
+	mk_sample(&p, 300, 0, 5, "malloc", "operator new(unsigned long)",
+		  "std::__new_allocator<int>::allocate(unsigned long, void const*)",
+		  "vec_grow", "main");
+	/* 2: an unnamed frame under a wrapper goes with it; a name merely
+	 * containing "alloc" (not a whole match) stays */
+	mk_sample(&p, 200, 0, 5, "libx.so+0x10", "xmalloc", "allocate_table",
+		  "btreeInsert", "main");
+	/* 3: recursion: one function twice on a stack counts once */
+	mk_sample(&p, 50, 0, 5, "calloc", "walk", "walk", "btreeInsert", "main");
+	/* 4: only allocator frames: left whole */
+	mk_sample(&p, 7, 0, 2, "malloc", "g_malloc");
+	/* 5: a wrapper at the root end (before any other frame) stays, like pprof */
+	mk_sample(&p, 5, 0, 3, "malloc", "leaf_user", "je_malloc");
+
+	ok(!strcmp(frames_str(&p, 0, NULL), "btreeInsert;main"),
+	   "drop_frames: malloc, sqlite3MemMalloc, sqlite3Malloc, sqlite3DbMallocRaw folded into btreeInsert (%s)",
+	   frames_str(&p, 0, NULL));
+	ok(!strcmp(frames_str(&p, 1, NULL), "vec_grow;main"),
+	   "drop_frames: operator new and std::__new_allocator folded into vec_grow (%s)",
+	   frames_str(&p, 1, NULL));
+	ok(!strcmp(frames_str(&p, 2, NULL), "allocate_table;btreeInsert;main"),
+	   "drop_frames: the frame under xmalloc goes with it; allocate_table (no whole match) stays (%s)",
+	   frames_str(&p, 2, NULL));
+	ok(!strcmp(frames_str(&p, 4, NULL), "malloc;g_malloc"),
+	   "drop_frames: a stack of allocator frames only is left whole (%s)",
+	   frames_str(&p, 4, NULL));
+	ok(!strcmp(frames_str(&p, 5, NULL), "leaf_user;je_malloc"),
+	   "drop_frames: matches at the root end are kept, as pprof keeps them (%s)",
+	   frames_str(&p, 5, NULL));
+	ok(!strcmp(frames_str(&p, 0, ""), "malloc;sqlite3MemMalloc;sqlite3Malloc;sqlite3DbMallocRaw;btreeInsert;main"),
+	   "drop_frames: an empty expression keeps every frame");
+	ok(!strcmp(frames_str(&p, 0, "sqlite3Malloc"), "sqlite3DbMallocRaw;btreeInsert;main"),
+	   "drop_frames: a user's expression replaces the default (%s)", frames_str(&p, 0, "sqlite3Malloc"));
+	p.drop_frames = hp_prof_str(&p, "btreeInsert");
+	ok(!strcmp(frames_str(&p, 0, NULL), "main"),
+	   "drop_frames: the profile's own expression (pprof drop_frames) is used when present");
+	p.drop_frames = NULL;
+
+	f = open_memstream(&buf, &len);
+	ok(f && !hp_text_write_opts(&p, &o, f) && !fclose(f) && buf, "cum: text tables written");
+	s = buf ? strstr(buf, "call sites") : NULL;
+	/* sites: btreeInsert 1000, vec_grow 300, allocate_table 200, walk 50 */
+	ok(s && strstr(s, "1000          1") && strstr(s, "btreeInsert f.c:1") &&
+	   !strstr(s, "sqlite3Malloc") && strstr(s, "vec_grow") && strstr(s, "allocate_table") &&
+	   strstr(s, " walk f.c:1"),
+	   "cum: the call sites are the callers of the allocator wrappers");
+	s = buf ? strstr(buf, "functions by cumulative bytes allocated") : NULL;
+	/* main: 1000+300+200+50 = 1550 cum of 1562 in all; btreeInsert 1000
+	 * self + 200 + 50 = 1250; walk 50 (once, though twice on its stack) */
+	ok(s && strstr(s, "100  99.2%            0         1550  main\n") &&
+	   strstr(s, " 1000         1250  btreeInsert\n") &&
+	   strstr(s, "    50           50  walk\n"),
+	   "cum: cumulative bytes per function (main 1550, btreeInsert 1000 self of 1250, walk once)");
+	if (s && !strstr(s, "1550  main"))
+		diag("%s", s);
+	ok(s && strstr(s, "main") < strstr(s, "btreeInsert") &&
+	   strstr(s, "btreeInsert") < strstr(s, "vec_grow"),
+	   "cum: functions in order of cumulative bytes");
+	free(buf);
+	buf = NULL;
+
+	/* the flame graph: titled, folded, the metric asked for */
+	o.title = "demo: bytes allocated over the run";
+	f = open_memstream(&buf, &len);
+	ok(f && !hp_svg_write_opts(&p, &o, f) && !fclose(f) && buf &&
+	   strstr(buf, ">demo: bytes allocated over the run<") &&
+	   strstr(buf, "bytes allocated (alloc_space): 1.5KiB in 6 stacks") &&
+	   strstr(buf, "<title>btreeInsert (1.2KiB") && !strstr(buf, "<title>sqlite3Malloc"),
+	   "svg: titled with what it shows, allocator frames folded");
+	free(buf);
+	hp_prof_free(&p);
+}
+
 int main(void)
 {
 	struct hp_pipeline_opts o = { .unwind_workers = 2 };
@@ -1737,6 +1873,7 @@ int main(void)
 	test_reuse_growth();
 	test_symcache();
 	test_outfile();
+	test_drop_frames_and_cum();
 	hp_pipeline_free(P);
 	ok(1, "pipeline: shuts down cleanly");
 	if (!failed && !getenv("HP_KEEP")) {
