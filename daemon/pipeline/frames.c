@@ -46,15 +46,20 @@ const char HP_DROP_FRAMES_DEFAULT[] =
 int hp_drop_init(struct hp_drop *d, const struct hp_prof *p, const char *rx,
 		 char *why, size_t wl)
 {
+	int from_file = !rx;
 	char *full;
 	size_t n;
 	int rc;
 
 	memset(d, 0, sizeof(*d));
-	/* A file's own expression within reason (it is untrusted input). */
+	/*
+	 * A file's own expression within reason (it is untrusted input): not
+	 * too long, and no bounded repetition, whose nesting ("((a{99}){99}){99}")
+	 * makes regcomp build an enormous automaton.
+	 */
 	if (!rx)
-		rx = p && p->drop_frames && strlen(p->drop_frames) <= 2048 ?
-			p->drop_frames : HP_DROP_FRAMES_DEFAULT;
+		rx = p && p->drop_frames && strlen(p->drop_frames) <= 1024 &&
+		     !strchr(p->drop_frames, '{') ? p->drop_frames : HP_DROP_FRAMES_DEFAULT;
 	if (!*rx)
 		return 0;	/* "": keep every frame */
 	n = strlen(rx) + 8;
@@ -66,6 +71,8 @@ int hp_drop_init(struct hp_drop *d, const struct hp_prof *p, const char *rx,
 	snprintf(full, n, "^(%s)$", rx);
 	rc = regcomp(&d->re, full, REG_EXTENDED | REG_NOSUB);
 	free(full);
+	if (rc && from_file && rx != HP_DROP_FRAMES_DEFAULT)	/* a file's bad expression */
+		return hp_drop_init(d, NULL, HP_DROP_FRAMES_DEFAULT, why, wl);
 	if (rc) {
 		char msg[128];
 

@@ -1793,6 +1793,12 @@ static void test_drop_frames_and_cum(void)
 	p.drop_frames = hp_prof_str(&p, "btreeInsert");
 	ok(!strcmp(frames_str(&p, 0, NULL), "main"),
 	   "drop_frames: the profile's own expression (pprof drop_frames) is used when present");
+	p.drop_frames = hp_prof_str(&p, "(unclosed");
+	ok(!strcmp(frames_str(&p, 0, NULL), "btreeInsert;main"),
+	   "drop_frames: a file's expression that does not compile: the default instead");
+	p.drop_frames = hp_prof_str(&p, "((a{99}){99}){99}");
+	ok(!strcmp(frames_str(&p, 0, NULL), "btreeInsert;main"),
+	   "drop_frames: a file's expression with bounded repetition: the default instead");
 	p.drop_frames = NULL;
 
 	f = open_memstream(&buf, &len);
