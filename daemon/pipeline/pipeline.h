@@ -136,9 +136,5 @@ void hp_proc_get_stats(struct hp_proc *pr, struct hp_proc_stats *st);
 int hp_parse_num(const char *s, unsigned long long min, unsigned long long max,
 		 unsigned long long *out, char *why, size_t wl);
 
-/* `heapprofctl report FILE [--top N] [--svg out.svg] [--folded] [--base OTHER]` */
-int hp_report_main(int argc, char **argv);
-/* `heapprofctl symbolize FILE [-o OUT]` */
-int hp_symbolize_main(int argc, char **argv);
 
 #endif /* HEAPPROFD_PIPELINE_H */

@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "hpd.h"
-#include "ctlproto.h"
+#include "../proto/ctlproto.h"
 #include "pipeline/outfile.h"
 
 struct hpd_session *hpd_sessions;
