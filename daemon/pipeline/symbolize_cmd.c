@@ -74,6 +74,7 @@ int hp_symbolize_main(int argc, char **argv)
 	}
 	if (!out)
 		out = in;
+	hp_symbolize_setup();	/* debuginfod lookups bounded */
 	if (hp_pprof_read(&p, in, why, sizeof(why))) {
 		fprintf(stderr, "symbolize: %s\n", why);
 		return 1;
@@ -113,20 +114,7 @@ int hp_symbolize_main(int argc, char **argv)
 			missing++;
 			continue;
 		}
-		l->func = hp_prof_str(&p, s->func);
-		l->file = hp_prof_str(&p, s->file);
-		l->line = s->line;
-		{
-			struct hp_prof_line inl[32];
-			uint32_t n = 0;
-
-			for (s = s->caller; s && n < 32; s = s->caller, n++) {
-				inl[n].func = s->func;
-				inl[n].file = s->file;
-				inl[n].line = s->line;
-			}
-			hp_prof_set_inline(&p, (uint32_t)i, inl, n);
-		}
+		hp_prof_set_sym(&p, (uint32_t)i, s);
 		done++;
 	}
 	if (!done && missing + nomap) {
