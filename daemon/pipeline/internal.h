@@ -162,6 +162,7 @@ struct hp_elf {
 	void *dwmod;
 	int dwfl_state;			/* 0 untried, 1 ok, -1 failed, 2 being looked
 					 * up (symbolize.c: atomic stores) */
+	int sym_remote;			/* looked up where it may take the network */
 	struct hp_hmap syms;		/* vaddr -> struct hp_sym */
 	struct hp_strtab strs;
 	int symcache_state;		/* 0 untried, 1 in use, -1 not for this file */
@@ -255,9 +256,12 @@ struct hp_prof;
 void hp_prof_set_sym(struct hp_prof *p, uint32_t loc, const struct hp_sym *s);
 /*
  * Name p's locations from w: those whose files are ready now, then, as
- * files become ready, the others until deadline (hp_symd_deadline).
+ * files become ready, the others: files whose debug info is on this
+ * machine are waited for (at most HP_SYM_LOCAL_WAIT_MS), files that may
+ * need the network (debuginfod) until deadline (hp_symd_deadline) only.
  * Returns how many are left unnamed (their files still being looked up).
  */
+#define HP_SYM_LOCAL_WAIT_MS	60000
 size_t hp_symbolize_prof(struct hp_prof *p, struct hp_symreqs *w, uint64_t deadline);
 
 /* ---- symcache.c --------------------------------------------------------- */

@@ -1141,8 +1141,9 @@ static int write_one(const struct hp_prof *prof, const char *prefix, const char 
 
 /*
  * The dump's locations named, here (the caller's thread) rather than on the
- * books thread: only files whose debug info has been found are used; a
- * final dump waits for the others up to its bound, other dumps not at all.
+ * books thread. Files whose debug info is on this machine are waited for,
+ * as before; files whose debug info may come from debuginfod are waited
+ * for by a final dump up to its bound, by other dumps not at all.
  */
 static void name_locations(struct hp_proc *pr, struct waiter *w, int final)
 {

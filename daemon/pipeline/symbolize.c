@@ -570,6 +570,7 @@ static int symd_queue(struct hp_elf *e)
 	}
 	r->elf = hp_elf_ref(e);
 	set_sym_state(e, SYM_LOOKING);
+	__atomic_store_n(&e->sym_remote, q == &sd->q[SYMQ_REMOTE], __ATOMIC_RELAXED);
 	if (q->tail)
 		q->tail->next = r;
 	else
@@ -734,11 +735,13 @@ void hp_prof_set_sym(struct hp_prof *p, uint32_t loc, const struct hp_sym *s)
 
 size_t hp_symbolize_prof(struct hp_prof *p, struct hp_symreqs *w, uint64_t deadline)
 {
+	uint64_t local_end = now_ms() + HP_SYM_LOCAL_WAIT_MS;
 	size_t left;
 
 	for (;;) {
 		struct hp_symd *sd = NULL;
-		uint64_t gen = 0;
+		uint64_t gen = 0, now;
+		size_t local = 0;
 
 		left = 0;
 		for (size_t i = 0; i < w->n; i++) {
@@ -751,14 +754,19 @@ size_t hp_symbolize_prof(struct hp_prof *p, struct hp_symreqs *w, uint64_t deadl
 				gen = symd_gen(sd);	/* before looking: no wake-up missed */
 			if (!hp_symbolize_try(r->elf, r->vaddr, &s)) {
 				left++;
+				if (!__atomic_load_n(&r->elf->sym_remote, __ATOMIC_RELAXED))
+					local++;
 				continue;
 			}
 			r->done = 1;
 			hp_prof_set_sym(p, r->loc, s);
 		}
-		if (!left || !sd || now_ms() >= deadline)
+		now = now_ms();
+		/* Local files are waited for (CPU and disk); the network until
+		 * the deadline only. */
+		if (!left || !sd || (now >= deadline && (!local || now >= local_end)))
 			break;
-		symd_wait(sd, gen, deadline);
+		symd_wait(sd, gen, local ? (local_end < deadline ? deadline : local_end) : deadline);
 	}
 	return left;
 }
