@@ -22,11 +22,11 @@ KDIR := $(shell scripts/stock-kdir 2>/dev/null)
 endif
 export KDIR
 
-.PHONY: all userspace client daemon selftests hostile module check demo bench deps clean
+.PHONY: all userspace client daemon ctl selftests hostile module check demo bench deps clean
 
 all: userspace module
 
-userspace: client daemon selftests hostile
+userspace: client daemon ctl selftests hostile
 
 client:
 	$(MAKE) -C libclient
@@ -34,10 +34,14 @@ client:
 daemon: client
 	$(MAKE) -C daemon
 
+# After the daemon: both link the pipeline library, which one of them builds.
+ctl: daemon
+	$(MAKE) -C heapprofctl
+
 selftests:
 	$(MAKE) -C selftests/heapprofd
 
-# The hostile-client suite's programs (tests/hostile, issue 19).
+# The hostile-client suite's programs (tests/hostile, security.rst).
 include tests/hostile/hostile.mk
 
 module:
@@ -61,5 +65,6 @@ clean:
 	rm -rf build out
 	-$(MAKE) -C libclient clean
 	-$(MAKE) -C daemon clean
+	-$(MAKE) -C heapprofctl clean
 	-$(MAKE) -C selftests/heapprofd clean
 	-test -n "$(KDIR)" && $(MAKE) -C $(KDIR) M=$(CURDIR) clean

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "hpd.h"
-#include "ctlproto.h"
+#include "../proto/ctlproto.h"
 
 static int quit;
 static int had_owner;		/* private mode: a heapprofctl has connected */
@@ -146,7 +146,7 @@ static void ctl_sessions(int fd)
 	lo.out = out;
 	lo.n = n;
 	lo.cap = sizeof(out);
-	hpd_kmod_list(list_kernel, &lo);
+	hpd_kernel_list(list_kernel, &lo);
 	ctl_send(fd, out);
 }
 
@@ -193,8 +193,8 @@ static void ctl_attach(struct ctlconn *c, const char *m)
 	r->dormant_too = 1;
 	hpd_rule_add(r);
 	if (s && s->transport == HPD_T_SOCKET)
-		rc = hpd_usock_enable_dormant(s, r);
-	else if (hpd_kmod_available() && (rc = hpd_kmod_attach(0, pid, r)) != -ESRCH && rc != -ENODEV)
+		rc = hpd_socket_enable_dormant(s, r);
+	else if (hpd_kernel_available() && (rc = hpd_kernel_attach(0, pid, r)) != -ESRCH && rc != -ENODEV)
 		snprintf(err, sizeof(err), "the module refused: %s%s", strerror(-rc),
 			 rc == -EPERM ? " (another user's or a non-dumpable process: run heapprofd as root)" :
 			 rc == -EBUSY ? " (another consumer is attached)" : "");
@@ -333,14 +333,8 @@ int hpd_ctl_adopt(int fd)
 
 static void ctl_accept(struct hpd_watch *w, uint32_t ev)
 {
-	int fd;
-
 	(void)ev;
-	while ((fd = accept4(w->fd, NULL, NULL, SOCK_CLOEXEC)) >= 0)
-		if (hpd_ctl_adopt(fd))
-			close(fd);
-	if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
-		hpd_loop_backoff(w);
+	hpd_loop_accept(w, 0, hpd_ctl_adopt);
 }
 
 void hpd_ctl_reap(void)
@@ -358,25 +352,7 @@ void hpd_ctl_reap(void)
 }
 int hpd_ctl_listen(const char *path)
 {
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	int fd;
-
-	if (strlen(path) >= sizeof(a.sun_path))
-		return -ENAMETOOLONG;
-	strcpy(a.sun_path, path);
-	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return -errno;
-	unlink(path);
-	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 16) < 0) {
-		int e = errno;
-
-		hpd_log(HPD_ERR, "cannot listen on %s: %s", path, strerror(e));
-		close(fd);
-		return -e;
-	}
-	/* Only the daemon's user (root for the system daemon) may control it. */
-	chmod(path, 0600);
 	ctl_listen_w.fn = ctl_accept;
-	return hpd_loop_add(fd, EPOLLIN, &ctl_listen_w);
+	/* Only the daemon's user (root for the system daemon) may control it. */
+	return hpd_loop_listen(path, 0600, 16, &ctl_listen_w);
 }

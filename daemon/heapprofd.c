@@ -24,8 +24,8 @@
 #include <unistd.h>
 
 #include "hpd.h"
-#include "ctlproto.h"
-#include "../libclient/socket_proto.h"
+#include "../proto/ctlproto.h"
+#include "../proto/socket_proto.h"
 
 static struct hpd_watch sig_w;
 static const char *transport_name = "socket";
@@ -223,7 +223,7 @@ int main(int argc, char **argv)
 	}
 
 	if (hpd_opts.transport != 2) {
-		rc = hpd_kmod_init();
+		rc = hpd_kernel_init();
 		if (rc == 0) {
 			kmod_ok = 1;
 		} else if (hpd_opts.transport == 1) {
@@ -237,7 +237,7 @@ int main(int argc, char **argv)
 	}
 	if (hpd_opts.transport != 1) {
 		mkparent(hpd_opts.socket_path, 0755);
-		if (hpd_usock_listen(hpd_opts.socket_path) < 0)
+		if (hpd_socket_listen(hpd_opts.socket_path) < 0)
 			return 1;
 	}
 	transport_name = kmod_ok ? (hpd_opts.transport == 1 ? "kernel" : "kernel+socket") : "socket";
@@ -265,7 +265,7 @@ int main(int argc, char **argv)
 			break;
 		/*
 		 * Live sessions are drained every HPD_TICK_MS: producers wake
-		 * us only when a ring is a quarter full (session.c), so the
+		 * us only when a ring is a quarter full (consumer.c), so the
 		 * tick bounds the latency of the rest. Hang-ups and exits come
 		 * through epoll at once.
 		 */

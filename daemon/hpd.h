@@ -5,10 +5,10 @@
  *   heapprofd.c   main and options
  *   loop.c        the event loop
  *   ctl.c         the control server (heapprofctl's requests, events)
- *   session.c     one profiled process: ring, drain, dumps, end
- *   usock.c       the user-space transport (socket_proto.h)
- *   kmod.c        the module transport (/dev/heapprofd, genl events)
- *   dormant.c     attaching to a dormant client that has no daemon socket
+ *   consumer.c    one profiled process: ring, drain, dumps, end
+ *   transport_socket.c  the user-space transport (proto/socket_proto.h)
+ *   transport_kernel.c  the module transport (/dev/heapprofd, genl events)
+ *   transport_scan.c    attaching to a dormant client that has no daemon socket
  *   process.c     the process behind a session: pidfd, /proc dir, identity
  *   rules.c       which sessions to attach and where their profiles go
  *   log.c         logging
@@ -22,7 +22,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../libclient/ring.h"
+#include "../proto/ring.h"
 #include "pipeline/pipeline.h"
 
 /* ---- log.c ---- */
@@ -93,7 +93,7 @@ struct hpd_session;
 /* Still the process that opened it: alive, running the same executable. */
 int hpd_session_current(struct hpd_session *s);
 
-/* ---- session.c ---- */
+/* ---- consumer.c ---- */
 enum hpd_transport { HPD_T_SOCKET, HPD_T_KERNEL, HPD_T_SCAN };
 
 struct hpd_session {
@@ -168,6 +168,11 @@ int hpd_loop_add(int fd, uint32_t events, struct hpd_watch *w);
 void hpd_loop_del(int fd);
 /* accept4 failed with EMFILE/ENFILE: unwatch w for HPD_ACCEPT_BACKOFF_MS. */
 void hpd_loop_backoff(struct hpd_watch *w);
+/* A listening SEQPACKET socket at path, created with mode, watched by w. */
+int hpd_loop_listen(const char *path, mode_t mode, int backlog, struct hpd_watch *w);
+/* Accept what is pending on w (accept4 flags) and hand each to adopt;
+ * a failed adopt closes the fd; out of descriptors backs off. */
+void hpd_loop_accept(struct hpd_watch *w, int flags, int (*adopt)(int fd));
 /* Wait up to timeout ms (-1: no bound) and dispatch: events handled, or -errno. */
 int hpd_loop_run(int timeout);
 /* The nearer of two timeouts, -1 being none. */
@@ -200,24 +205,24 @@ struct hpd_opts {
 extern struct hpd_opts hpd_opts;
 void hpd_default_prefix(struct hpd_session *s, char *out, size_t len);
 
-/* ---- usock.c ---- */
-int hpd_usock_listen(const char *path);
+/* ---- transport_socket.c ---- */
+int hpd_socket_listen(const char *path);
 /* A connected client socket (non-blocking): it has HPD_HELLO_DEADLINE_MS. */
-int hpd_usock_adopt(int fd);
+int hpd_socket_adopt(int fd);
 /* Close connections past their hello deadline; ms until the next one, or -1. */
-int hpd_usock_expire(uint64_t now_ms);
+int hpd_socket_expire(uint64_t now_ms);
 unsigned hpd_sessions_of_uid(uid_t uid);
-int hpd_usock_enable_dormant(struct hpd_session *s, struct hpd_rule *r);
+int hpd_socket_enable_dormant(struct hpd_session *s, struct hpd_rule *r);
 
-/* ---- kmod.c ---- */
-int hpd_kmod_init(void);	/* 0: module in use; -errno: not available */
-int hpd_kmod_attach(uint64_t session_id, pid_t pid, struct hpd_rule *r);
-int hpd_kmod_available(void);
-typedef void (*hpd_kmod_list_fn)(void *arg, uint64_t id, pid_t pid, const char *comm,
+/* ---- transport_kernel.c ---- */
+int hpd_kernel_init(void);	/* 0: module in use; -errno: not available */
+int hpd_kernel_attach(uint64_t session_id, pid_t pid, struct hpd_rule *r);
+int hpd_kernel_available(void);
+typedef void (*hpd_kernel_list_fn)(void *arg, uint64_t id, pid_t pid, const char *comm,
 				 uint32_t flags, uint32_t state);
-void hpd_kmod_list(hpd_kmod_list_fn fn, void *arg);
+void hpd_kernel_list(hpd_kernel_list_fn fn, void *arg);
 
-/* ---- dormant.c ---- */
+/* ---- transport_scan.c ---- */
 int hpd_scan_attach(pid_t pid, struct hpd_rule *r, char *err, size_t errlen);
 
 /* ---- the loop's tick ---- */

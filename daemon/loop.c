@@ -9,6 +9,9 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "hpd.h"
@@ -84,13 +87,53 @@ int hpd_sooner(int a, int b)
 	return a < 0 ? b : b < 0 ? a : a < b ? a : b;
 }
 
+int hpd_loop_listen(const char *path, mode_t mode, int backlog, struct hpd_watch *w)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	mode_t old;
+	int fd, rc;
+
+	if (strlen(path) >= sizeof(a.sun_path)) {
+		hpd_log(HPD_ERR, "socket path too long: %s", path);
+		return -ENAMETOOLONG;
+	}
+	strcpy(a.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	unlink(path);
+	/* Born with its final mode: no moment in which others may connect. */
+	old = umask(~mode & 0777);
+	rc = bind(fd, (struct sockaddr *)&a, sizeof(a));
+	umask(old);
+	if (rc < 0 || listen(fd, backlog) < 0 || chmod(path, mode) < 0) {
+		int e = errno;
+
+		hpd_log(HPD_ERR, "cannot listen on %s: %s", path, strerror(e));
+		close(fd);
+		return -e;
+	}
+	return hpd_loop_add(fd, EPOLLIN, w);
+}
+
+void hpd_loop_accept(struct hpd_watch *w, int flags, int (*adopt)(int fd))
+{
+	int fd;
+
+	while ((fd = accept4(w->fd, NULL, NULL, SOCK_CLOEXEC | flags)) >= 0)
+		if (adopt(fd))
+			close(fd);
+	if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+		hpd_loop_backoff(w);
+}
+
 int hpd_loop_run(int timeout)
 {
 	struct epoll_event evs[64];
 	uint64_t now = hpd_now_ms();
 	int n, i;
 
-	timeout = hpd_sooner(timeout, hpd_usock_expire(now));
+	timeout = hpd_sooner(timeout, hpd_socket_expire(now));
 	timeout = hpd_sooner(timeout, loop_resume(now));
 	n = epoll_wait(epfd, evs, 64, timeout);
 	if (n < 0)

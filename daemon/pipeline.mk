@@ -20,8 +20,8 @@ PL_TDIR  := $(PL_BUILD)/tests/pipeline
 PL_CC    ?= gcc
 PL_CLANG ?= clang
 
-PL_NAMES := parse hmap elf maps unwind symbolize books prof pprof frames render \
-	    report symbolize_cmd symcache sigmask memo reuse outfile pipeline
+PL_NAMES := parse hmap elf maps unwind symbolize books prof pprof frames render numbers \
+	    prof_diff prof_symbolize symcache sigmask memo reuse outfile pipeline
 PIPELINE_SRCS   := $(PL_NAMES:%=$(PL_DIR)/%.c) $(PL_GEN)/profile.pb-c.c
 PIPELINE_CFLAGS := -I$(PL_ROOT)/daemon -I$(PL_GEN) \
 	$(shell pkg-config --cflags libunwind-ptrace libunwind-generic libdw libprotobuf-c zlib 2>/dev/null)

@@ -55,7 +55,7 @@
 #include <linux/user_namespace.h>
 
 #include "compat.h"
-#include "internal.h"
+#include "heapprofd_kmod.h"
 
 /**
  * hp_access_decide() - the credential part of the attach decision

@@ -22,7 +22,7 @@
 #include <linux/uaccess.h>
 
 #include "compat.h"
-#include "internal.h"
+#include "heapprofd_kmod.h"
 
 /**
  * hp_fd_deposit() - HEAPPROFD_IOC_DEPOSIT_FD on a session fd

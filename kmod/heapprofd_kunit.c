@@ -18,7 +18,7 @@
 #include <linux/uidgid.h>
 
 #include "compat.h"
-#include "internal.h"
+#include "heapprofd_kmod.h"
 
 /* ------------------------------------------------------------------ */
 /* Ring geometry                                                       */

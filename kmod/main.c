@@ -14,7 +14,7 @@
 #include <linux/moduleparam.h>
 
 #include "compat.h"
-#include "internal.h"
+#include "heapprofd_kmod.h"
 
 unsigned long hp_max_data_size = 64UL << 20;
 module_param_named(max_data_size, hp_max_data_size, ulong, 0644);

@@ -33,7 +33,7 @@
 #include <net/genetlink.h>
 
 #include "compat.h"
-#include "internal.h"
+#include "heapprofd_kmod.h"
 
 /* What one message says about a session, captured at event time. */
 struct hp_nl_ev {

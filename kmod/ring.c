@@ -33,11 +33,11 @@
 #include <linux/vmalloc.h>
 
 #include "compat.h"
-#include "internal.h"
+#include "heapprofd_kmod.h"
 
 /*
  * Offsets of the control area's parts. They match the user-space
- * transport's layout (libclient/ring.h) so both look alike in a debugger;
+ * transport's layout (proto/ring.h) so both look alike in a debugger;
  * readers still go through the offsets table. Producer and consumer lines
  * are two cache lines apart so adjacent-line prefetch does not couple them.
  */

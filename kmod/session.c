@@ -52,7 +52,7 @@
 #include <linux/xarray.h>
 
 #include "compat.h"
-#include "internal.h"
+#include "heapprofd_kmod.h"
 
 /*
  * Guards hp_sessions, hp_last_id and each session's state, consumer and

@@ -14,7 +14,7 @@
 #include <linux/module.h>
 
 #include "compat.h"
-#include "internal.h"
+#include "heapprofd_kmod.h"
 
 struct hp_stats hp_stats;
 

@@ -18,7 +18,7 @@
 #include <linux/sysfs.h>
 
 #include "compat.h"
-#include "internal.h"
+#include "heapprofd_kmod.h"
 
 static struct kobject *hp_kobj;
 static struct kobject *hp_sessions_kobj;

@@ -14,7 +14,7 @@
 #include <linux/uaccess.h>
 
 #include "compat.h"
-#include "internal.h"
+#include "heapprofd_kmod.h"
 
 /**
  * hp_copy_arg() - copy an extensible argument structure from user space

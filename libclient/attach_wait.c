@@ -30,7 +30,7 @@
 #include <time.h>
 
 #include "detect.h"
-#include "internal.h"
+#include "client.h"
 
 #define HP_EXIT_WAIT_DEFAULT_MS	1000
 /*
@@ -126,7 +126,7 @@ void hp_start_wait(void)
 		nap();
 	}
 	if (start_state() <= 0)
-		hp_debug("start: no consumer within %llu ms; sampling anyway",
+		hp_debug("start: no daemon attached within %llu ms: running unprofiled until one does",
 			 (unsigned long long)budget);
 }
 

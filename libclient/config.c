@@ -16,8 +16,8 @@
 #include <unistd.h>
 
 #include "detect.h"
-#include "internal.h"
-#include "socket_proto.h"
+#include "client.h"
+#include "../proto/socket_proto.h"
 
 struct hp_config hp_cfg = {
 	.interval = HEAPPROFD_INTERVAL_DEFAULT,

@@ -11,7 +11,7 @@
  * thread's counters and that thread's own publication never count the same
  * delta twice (the deltas telescope).
  */
-#include "internal.h"
+#include "client.h"
 
 static pthread_key_t exit_key;
 static int exit_key_ok;
@@ -42,7 +42,7 @@ void hp_counters_publish(struct hp_thread *t)
 	if (!hp_sess.live || !hp_sess.ring.cnt)
 		return;
 	c = hp_sess.ring.cnt;
-	/* The byte counters hold usable + 8 per block (internal.h). Calls
+	/* The byte counters hold usable + 8 per block (client.h). Calls
 	 * and bytes are not read as one pair: read while their thread still
 	 * runs (the exit-time flush of other threads), the bytes may be off
 	 * by a block, which the next publication of that thread settles. */

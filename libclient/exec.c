@@ -20,7 +20,7 @@
 #include <stdarg.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "client.h"
 
 #define HP_EXEC_MAX_ARGS 4096	/* beyond, the real function gets E2BIG */
 

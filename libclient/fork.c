@@ -10,7 +10,7 @@
 
 #include "freeset.h"
 #include "mark.h"
-#include "internal.h"
+#include "client.h"
 
 int hp_child_pending;
 static const uint32_t hp_one = 1;

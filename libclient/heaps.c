@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "freeset.h"
-#include "internal.h"
+#include "client.h"
 #include "stack.h"
 #include "include/heapprofd_client.h"
 

@@ -38,7 +38,7 @@
 #include "freeset.h"
 #include "mark.h"
 #include "stack.h"
-#include "internal.h"
+#include "client.h"
 
 __thread struct hp_thread hp_self HP_TLS;
 /*
@@ -280,7 +280,7 @@ quiet:
 	return;
 }
 
-/* Hold back what exceeds HP_SLOW_EVERY of the countdown (internal.h). */
+/* Hold back what exceeds HP_SLOW_EVERY of the countdown (client.h). */
 static inline void cap_countdown(struct hp_thread *t)
 {
 	if (t->smp.countdown > (int64_t)HP_SLOW_EVERY) {

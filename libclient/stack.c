@@ -18,7 +18,7 @@
 #include <unistd.h>
 #include <sys/syscall.h>
 
-#include "internal.h"
+#include "client.h"
 #include "stack.h"
 
 /*

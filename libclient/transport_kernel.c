@@ -11,7 +11,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "client.h"
 
 static void deposit(int sfd, int slot, const char *path)
 {

@@ -19,8 +19,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "internal.h"
-#include "socket_proto.h"
+#include "client.h"
+#include "../proto/socket_proto.h"
 
 static uint64_t now_ms(void)
 {

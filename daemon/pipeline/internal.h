@@ -13,14 +13,16 @@
  *   pipeline.c   threads, queues and the public API
  *   prof.c       the in-memory profile all writers and readers share
  *   pprof.c      pprof (profile.proto) write and read
- *   render.c     folded stacks, SVG flame graph, text table
- *   report.c, symbolize_cmd.c   the heapprofctl subcommands
+ *   frames.c     a sample's frames with allocator wrappers folded (drop_frames)
+ *   render.c     folded stacks, SVG flame graph, text tables
+ *   prof_diff.c, prof_symbolize.c   what heapprofctl does with a profile file
+ *
+ * profile.h is the public part: what heapprofctl may use.
  */
 #ifndef HEAPPROFD_PIPELINE_INTERNAL_H
 #define HEAPPROFD_PIPELINE_INTERNAL_H
 
 #include <pthread.h>
-#include <regex.h>
 #include <stdio.h>
 #include <stdint.h>
 #include <stddef.h>
@@ -28,6 +30,7 @@
 
 #include "outfile.h"
 #include "pipeline.h"
+#include "profile.h"
 
 #define HP_DEFAULT_MAX_FRAMES	128
 #define HP_MAX_FRAMES_LIMIT	512
@@ -39,28 +42,6 @@
 static inline void hp_bump(uint64_t *c, uint64_t d)
 {
 	__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + d, __ATOMIC_RELEASE);
-}
-
-/*
- * Sums of a profile's values: a profile read from a file may carry any
- * int64 (report, symbolize), so they saturate instead of overflowing.
- */
-static inline int64_t hp_sat_add(int64_t a, int64_t b)
-{
-	int64_t r;
-
-	if (!__builtin_add_overflow(a, b, &r))
-		return r;
-	return b > 0 ? INT64_MAX : INT64_MIN;
-}
-
-static inline int64_t hp_sat_sub(int64_t a, int64_t b)
-{
-	int64_t r;
-
-	if (!__builtin_sub_overflow(a, b, &r))
-		return r;
-	return b < 0 ? INT64_MAX : INT64_MIN;
 }
 
 /* ---- parse.c ---------------------------------------------------------- */
@@ -78,46 +59,6 @@ struct hp_parsed {
 /* 0: usable; 1: valid but to be ignored (kernel types); -1: malformed. */
 int hp_parse_record(const void *rec, size_t len, struct hp_parsed *out,
 		    char *why, size_t whylen);
-
-/* ---- hmap.c ------------------------------------------------------------ */
-
-struct hp_hent {
-	uint64_t k1, k2;
-	void *v;		/* NULL: empty slot */
-};
-
-struct hp_hmap {
-	struct hp_hent *t;
-	size_t cap;		/* power of two or 0 */
-	size_t n;
-};
-
-void *hp_hmap_get(const struct hp_hmap *m, uint64_t k1, uint64_t k2);
-int hp_hmap_put(struct hp_hmap *m, uint64_t k1, uint64_t k2, void *v);	/* replaces */
-void *hp_hmap_del(struct hp_hmap *m, uint64_t k1, uint64_t k2);
-/*
- * One probe where a lookup is followed by a change, as in the books' hot
- * path: hp_hmap_find gives the member's slot (or NULL), hp_hmap_del_at
- * removes it; hp_hmap_probe makes room for one more member and gives the
- * member's slot or the empty one it would take (NULL: out of memory), and
- * hp_hmap_set_at fills it. A slot is good until the map next changes.
- */
-struct hp_hent *hp_hmap_find(const struct hp_hmap *m, uint64_t k1, uint64_t k2);
-void *hp_hmap_del_at(struct hp_hmap *m, struct hp_hent *e);
-struct hp_hent *hp_hmap_probe(struct hp_hmap *m, uint64_t k1, uint64_t k2);
-int hp_hmap_set_at(struct hp_hmap *m, struct hp_hent *e, uint64_t k1, uint64_t k2, void *v);
-void hp_hmap_free(struct hp_hmap *m);
-#define hp_hmap_for_each(m, e) \
-	for ((e) = (m)->t; (m)->t && (e) < (m)->t + (m)->cap; (e)++) if ((e)->v)
-
-uint64_t hp_hash_str(const char *s);
-
-/* Interned strings: one copy of each, freed with the table. */
-struct hp_strtab {
-	struct hp_hmap m;
-};
-const char *hp_intern(struct hp_strtab *t, const char *s);
-void hp_strtab_free(struct hp_strtab *t);
 
 /* ---- elf.c ------------------------------------------------------------- */
 
@@ -161,7 +102,9 @@ struct hp_elf {
 	pthread_mutex_t sym_lock;
 	void *dwfl;
 	void *dwmod;
-	int dwfl_state;			/* 0 untried, 1 ok, -1 failed */
+	int dwfl_state;			/* 0 untried, 1 ok, -1 failed, 2 being looked
+					 * up (symbolize.c: atomic stores) */
+	int sym_remote;			/* looked up where it may take the network */
 	struct hp_hmap syms;		/* vaddr -> struct hp_sym */
 	struct hp_strtab strs;
 	int symcache_state;		/* 0 untried, 1 in use, -1 not for this file */
@@ -172,6 +115,7 @@ struct hp_elf {
 struct hp_elfcache {
 	pthread_mutex_t lock;
 	struct hp_elf *head;
+	struct hp_symd *symd;	/* its files' symbolizer thread, or NULL */
 };
 
 void hp_elfcache_init(struct hp_elfcache *c);
@@ -201,12 +145,66 @@ int hp_parse_build_id_note(const uint8_t *p, size_t len, uint8_t *out, size_t *o
 
 /* ---- symbolize.c ------------------------------------------------------- */
 
-/* Symbolize vaddr (an ELF virtual address) in e; results cached in e. */
+/*
+ * Symbolize vaddr (an ELF virtual address) in e; results cached in e. Looks
+ * for e's debug info in the caller's thread if need be (or waits for the
+ * symbolizer thread that is looking): for tools and tests, not the daemon.
+ */
 const struct hp_sym *hp_symbolize(struct hp_elf *e, uint64_t vaddr);
+/*
+ * The same without waiting: 1 with *out (NULL: out of memory), or 0 while
+ * e's debug info is being looked for by the symbolizer thread (asked now
+ * if it was not yet).
+ */
+int hp_symbolize_try(struct hp_elf *e, uint64_t vaddr, const struct hp_sym **out);
 char *hp_demangle(const char *name);	/* malloc'd or NULL */
 void hp_symbolize_release(struct hp_elf *e);
 /* The debug roots searched for separate debug info (a ':' list). */
 const char *hp_debuginfo_roots(void);
+
+/*
+ * The symbolizer thread: looks for files' symbols and debug info (debug
+ * roots, debuginfod) one file at a time, so that nothing else waits on it.
+ * Set as an ELF cache's symd, it serves that cache's files.
+ */
+struct hp_symd;
+struct hp_symd *hp_symd_new(void);
+void hp_symd_free(struct hp_symd *sd);	/* does not wait for a download */
+/* Ask for e's debug info now (books: a file's first frame). Cheap once asked. */
+void hp_symd_prefetch(struct hp_elf *e);
+/* A deadline ms milliseconds from now, for hp_symbolize_prof. */
+uint64_t hp_symd_deadline(uint64_t ms);
+/* Each debuginfod lookup's bound (seconds) unless DEBUGINFOD_MAXTIME says. */
+#define HP_DEBUGINFOD_MAXTIME_DEFAULT	"30"
+/* Set DEBUGINFOD_MAXTIME's default: call before starting threads. */
+void hp_symbolize_setup(void);
+
+/* The addresses of a profile's locations, to be named (dumps). */
+struct hp_symreq {
+	uint32_t loc;
+	int done;
+	struct hp_elf *elf;	/* a reference */
+	uint64_t vaddr;
+};
+struct hp_symreqs {
+	struct hp_symreq *r;
+	size_t n, cap;
+};
+/* Takes a reference on e and asks for its debug info. 0 or -1. */
+int hp_symreqs_add(struct hp_symreqs *w, uint32_t loc, struct hp_elf *e, uint64_t vaddr);
+void hp_symreqs_free(struct hp_symreqs *w);
+struct hp_prof;
+/* Location loc of p named from s (and its inline chain). */
+void hp_prof_set_sym(struct hp_prof *p, uint32_t loc, const struct hp_sym *s);
+/*
+ * Name p's locations from w: those whose files are ready now, then, as
+ * files become ready, the others: files whose debug info is on this
+ * machine are waited for (at most HP_SYM_LOCAL_WAIT_MS), files that may
+ * need the network (debuginfod) until deadline (hp_symd_deadline) only.
+ * Returns how many are left unnamed (their files still being looked up).
+ */
+#define HP_SYM_LOCAL_WAIT_MS	60000
+size_t hp_symbolize_prof(struct hp_prof *p, struct hp_symreqs *w, uint64_t deadline);
 
 /* ---- symcache.c --------------------------------------------------------- */
 
@@ -215,6 +213,9 @@ const char *hp_symcache_dir(void);	/* NULL: off */
 void hp_symcache_load(struct hp_elf *e);
 void hp_symcache_note(struct hp_elf *e, uint64_t vaddr, const struct hp_sym *s);
 void hp_symcache_close(struct hp_elf *e);
+/* e's separate debug file by build id under the debug roots: 0 and its stat. */
+struct stat;
+int hp_debug_file_by_id(const struct hp_elf *e, struct stat *st);
 
 /* ---- maps.c ------------------------------------------------------------ */
 
@@ -382,134 +383,6 @@ uint16_t hp_reuse_flags(uint16_t flags, int unknown);
 size_t hp_reuse_mem(const struct hp_reuse *r);
 void hp_reuse_stats(const struct hp_reuse *r, uint64_t *rebuilt, uint64_t *missing);
 
-/* ---- prof.c: the shared in-memory profile ------------------------------ */
-
-enum {
-	HP_V_ALLOC_OBJ, HP_V_ALLOC_SPACE, HP_V_INUSE_OBJ, HP_V_INUSE_SPACE,
-	HP_V_ALLOC_USABLE, HP_V_INUSE_USABLE, HP_NV
-};
-extern const char *const hp_v_names[HP_NV];
-extern const char *const hp_v_units[HP_NV];
-
-struct hp_prof_map {
-	uint64_t start, limit, off;
-	const char *file, *build_id;	/* build id as hex */
-};
-
-struct hp_prof_line {
-	const char *func, *file;
-	int64_t line;
-};
-
-struct hp_prof_loc {
-	uint64_t addr;
-	uint32_t map;		/* index + 1, 0 = none */
-	const char *func;	/* NULL = unknown; the innermost (inlined) function */
-	const char *file;
-	int64_t line;
-	/* the functions func was inlined into, innermost first: p->lines[inl..] */
-	uint32_t inl, ninl;
-	const struct hp_prof_line *inl_src;	/* hp_prof_add_loc input only */
-};
-
-struct hp_prof_sample {
-	uint32_t *locs;		/* location indexes, leaf first */
-	uint32_t nlocs;
-	int64_t v[HP_NV];
-	const char *heap;
-};
-
-struct hp_prof {
-	struct hp_prof_map *maps;
-	size_t nmaps, cmaps;
-	struct hp_prof_loc *locs;
-	size_t nlocs, clocs;
-	struct hp_prof_sample *samples;
-	size_t nsamples, csamples;
-	const char **comments;
-	size_t ncomments, ccomments;
-	struct hp_prof_line *lines;	/* inline callers of locations */
-	size_t nlines, clines;
-	int64_t time_ns, period;
-	const char *drop_frames;	/* the file's drop_frames (frames.c), or NULL */
-	int has_v[HP_NV];	/* reader: which values the file carried */
-	struct hp_strtab strs;
-};
-
-void hp_prof_init(struct hp_prof *p);
-void hp_prof_free(struct hp_prof *p);
-const char *hp_prof_str(struct hp_prof *p, const char *s);	/* interned, NULL ok */
-uint32_t hp_prof_add_map(struct hp_prof *p, const struct hp_prof_map *m);
-uint32_t hp_prof_add_loc(struct hp_prof *p, const struct hp_prof_loc *l);
-int hp_prof_add_sample(struct hp_prof *p, const uint32_t *locs, uint32_t n,
-		       const int64_t *v, const char *heap);
-void hp_prof_add_comment(struct hp_prof *p, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-/* "func" or "0xaddr (file)" for display */
-const char *hp_prof_loc_name(const struct hp_prof *p, uint32_t loc, char *buf,
-			     size_t len);
-/* Frames of a location, innermost first: 0 is the location's own name,
- * 1.. the functions it was inlined into. Returns the count (>= 1). */
-uint32_t hp_prof_loc_frames(const struct hp_prof *p, uint32_t loc);
-void hp_prof_set_inline(struct hp_prof *p, uint32_t loc, const struct hp_prof_line *src,
-			uint32_t n);
-const char *hp_prof_loc_frame(const struct hp_prof *p, uint32_t loc, uint32_t k,
-			      char *buf, size_t len);
-
-/* ---- pprof.c / render.c ---------------------------------------------- */
-
-/* Write p to path safely (outfile.h): 0, or -errno with a reason in why. */
-int hp_pprof_write(const struct hp_prof *p, const char *path, char *why, size_t wl);
-/* Into an open output file, not committed: 0 or -errno (o->why). */
-int hp_pprof_write_out(const struct hp_prof *p, struct hp_out *o);
-int hp_pprof_read(struct hp_prof *p, const char *path, char *why, size_t wl);
-/* buf: the uncompressed profile.proto message (untrusted) */
-int hp_pprof_parse(struct hp_prof *p, const uint8_t *buf, size_t len, char *why, size_t wl);
-int hp_folded_write(const struct hp_prof *p, int metric, FILE *f);
-int hp_svg_write(const struct hp_prof *p, int metric, const char *title, FILE *f);
-int hp_text_write(const struct hp_prof *p, int top, FILE *f);
-
-/* How report and the dumps render (render.c). */
-struct hp_render_opts {
-	int metric;		/* -1: hp_prof_metric() (SVG, folded); the table's order */
-	int top;		/* rows of each table, 0 = all */
-	const char *drop_frames;	/* NULL: the profile's or the default; "": none */
-	const char *title;	/* SVG: what the graph shows, e.g. "sqlite3: at the peak" */
-};
-int hp_svg_write_opts(const struct hp_prof *p, const struct hp_render_opts *o, FILE *f);
-int hp_text_write_opts(const struct hp_prof *p, const struct hp_render_opts *o, FILE *f);
-int hp_folded_write_opts(const struct hp_prof *p, const struct hp_render_opts *o, FILE *f);
-/* "bytes allocated (alloc_space)" and the like, for titles and headers */
-const char *hp_metric_words(int metric);
-/* "alloc_space" (or a unit-less alias pprof takes: "alloc", "inuse") -> index, or -1 */
-int hp_metric_by_name(const char *name);
-
-/* ---- frames.c: allocator frames folded into their callers ---------------- */
-
-extern const char HP_DROP_FRAMES_DEFAULT[];
-struct hp_drop {
-	regex_t re;
-	int on;
-	struct hp_hmap seen;	/* interned name -> 1 keep, 2 drop */
-};
-struct hp_frame {
-	const char *name;	/* interned in the profile */
-	const char *file;
-	int64_t line;
-};
-/* rx NULL: p's drop_frames or the default; "" drops nothing. 0, or -1 + why. */
-int hp_drop_init(struct hp_drop *d, const struct hp_prof *p, const char *rx,
-		 char *why, size_t wl);
-void hp_drop_free(struct hp_drop *d);
-/* s's frames, leaf first, inline frames expanded, allocator frames dropped
- * by pprof's drop_frames rule; returns how many were written (<= max). */
-size_t hp_sample_frames(const struct hp_prof *p, const struct hp_prof_sample *s,
-			struct hp_drop *d, struct hp_frame *out, size_t max);
-int hp_prof_metric(const struct hp_prof *p);	/* inuse_space unless all 0 */
-/* fn's output into o's stream, not committed: 0 or -errno (o->why). */
-int hp_write_out(struct hp_out *o, int (*fn)(const struct hp_prof *, int, FILE *),
-		 const struct hp_prof *p, int arg);
-
 /* ---- books.c ------------------------------------------------------------ */
 
 struct hp_books;
@@ -525,8 +398,12 @@ void hp_books_alloc(struct hp_books *b, const struct heapprofd_rec_alloc *a,
 void hp_books_free_rec(struct hp_books *b, const struct heapprofd_rec_free *f);
 void hp_books_heap(struct hp_books *b, const struct heapprofd_rec_heap *h);
 /* which: HP_DUMP_NOW or HP_DUMP_PEAK */
+/*
+ * want: NULL for addresses only, else the locations to be named are added
+ * to it (hp_symbolize_prof names them later, off the books thread).
+ */
 void hp_books_export(struct hp_books *b, struct hp_prof *out, unsigned which,
-		     int symbols);
+		     struct hp_symreqs *want);
 void hp_books_stats(const struct hp_books *b, uint64_t *live, uint64_t *unmatched);
 size_t hp_books_mem(const struct hp_books *b);
 

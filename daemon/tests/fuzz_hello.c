@@ -3,7 +3,7 @@
  * libFuzzer over the user-space transport's hello, through the daemon's
  * own code: each input becomes one message on a fresh connection (its
  * bytes, a chosen set of descriptors, credentials or none), which the
- * event loop hands to usock.c exactly as it would a client's; then the
+ * event loop hands to transport_socket.c exactly as it would a client's; then the
  * client hangs up and every session is ended.
  *
  * Input: byte 0 = number of fds (low 3 bits), bit 3 = no credentials,
@@ -25,8 +25,8 @@
 #include <unistd.h>
 
 #include "../hpd.h"
-#include "../../libclient/ring.h"
-#include "../../libclient/socket_proto.h"
+#include "../../proto/ring.h"
+#include "../../proto/socket_proto.h"
 
 #define RING_DATA	(64U << 10)
 
@@ -199,7 +199,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *in, size_t n)
 		mh.msg_control = NULL;
 
 	/* The daemon's end first: it asks for credentials before the send. */
-	if (hpd_usock_adopt(sv[0]))
+	if (hpd_socket_adopt(sv[0]))
 		close(sv[0]);
 	if (sendmsg(sv[1], &mh, MSG_NOSIGNAL) < 0 && mlen)
 		abort();
@@ -212,7 +212,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *in, size_t n)
 		if (!s->ending)
 			hpd_session_end(s, NULL);
 	hpd_sessions_reap();
-	hpd_usock_expire(~0ULL);	/* a connection that never said hello */
+	hpd_socket_expire(~0ULL);	/* a connection that never said hello */
 	if (in[0] & 16)
 		hpd_rule_del(&all_rule);
 	clean_outdir();

@@ -17,8 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../ring.h"
-#include "tap.h"
+#include "../../proto/ring.h"
+#include "../../tests/tap.h"
 
 #define LIB "build/libheapprofd_client.so"
 #define TARGET "build/tests/client/hp_target"

@@ -10,8 +10,8 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "../ring.h"
-#include "../socket_proto.h"
+#include "../../proto/ring.h"
+#include "../../proto/socket_proto.h"
 
 struct md_rec {
 	uint16_t type;

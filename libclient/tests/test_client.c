@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "minidaemon.h"
-#include "tap.h"
+#include "../../tests/tap.h"
 
 extern char **environ;
 

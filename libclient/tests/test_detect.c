@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "../detect.h"
-#include "tap.h"
+#include "../../tests/tap.h"
 
 static char dir[64], lib[128], other[128], link_[128], sock[96], plain[128];
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 #include "../freeset.h"
-#include "tap.h"
+#include "../../tests/tap.h"
 
 static struct hp_freeset fs;
 

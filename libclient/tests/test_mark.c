@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "mark.h"
-#include "tap.h"
+#include "../../tests/tap.h"
 
 uint64_t hp_mark_key;
 uint32_t hp_mark_gen;

@@ -15,8 +15,8 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include "../ring.h"
-#include "tap.h"
+#include "../../proto/ring.h"
+#include "../../tests/tap.h"
 
 #define NPROD 4
 #define PER_THREAD 50000

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "../sampler.h"
-#include "tap.h"
+#include "../../tests/tap.h"
 
 /* Estimate of one allocation of size bytes on a fresh, seeded sampler
  * state that has already run for a while (stationary countdown). */

@@ -45,13 +45,13 @@ SRC_client := tests/minidaemon.c
 $(foreach t,sampler freeset detect,$(eval $(TBUILD)/test_$(t) $(TBUILD)/asan/test_$(t) \
 	$(TBUILD)/tsan/test_$(t): $(SRC_$(t))))
 
-$(TBUILD)/test_%: tests/test_%.c $(HDRS) tests/tap.h tests/minidaemon.h tests/minidaemon.c | $(TBUILD)
+$(TBUILD)/test_%: tests/test_%.c $(HDRS) ../tests/tap.h tests/minidaemon.h tests/minidaemon.c | $(TBUILD)
 	$(CC) $(TCFLAGS) -o $@ $< $(SRC_$*) -lm -lpthread
 
-$(TBUILD)/asan/test_%: tests/test_%.c $(HDRS) tests/tap.h tests/minidaemon.h tests/minidaemon.c | $(TBUILD)/asan
+$(TBUILD)/asan/test_%: tests/test_%.c $(HDRS) ../tests/tap.h tests/minidaemon.h tests/minidaemon.c | $(TBUILD)/asan
 	$(CC) $(TCFLAGS) $(ASAN) -o $@ $< $(SRC_$*) -lm -lpthread
 
-$(TBUILD)/tsan/test_%: tests/test_%.c $(HDRS) tests/tap.h | $(TBUILD)/tsan
+$(TBUILD)/tsan/test_%: tests/test_%.c $(HDRS) ../tests/tap.h | $(TBUILD)/tsan
 	$(CC) $(TCFLAGS) $(TSAN) -o $@ $< $(SRC_$*) -lm -lpthread
 
 $(TBUILD)/hp_target: tests/hp_target.c include/heapprofd_client.h | $(TBUILD)
@@ -67,7 +67,7 @@ $(TBUILD)/hp_target_linked: tests/hp_target.c include/heapprofd_client.h $(LIB) 
 $(TBUILD)/hp_cxx: tests/hp_cxx.cc | $(TBUILD)
 	$(CXX) -std=gnu++17 -O2 -g -Wall -Wextra -Werror -o $@ $< -lpthread
 
-$(KTEST): tests/client_kernel_test.c $(HDRS) tests/tap.h | $(TBUILD)
+$(KTEST): tests/client_kernel_test.c $(HDRS) ../tests/tap.h | $(TBUILD)
 	$(CC) $(TCFLAGS) -o $@ $< -lpthread
 
 check: tests

@@ -3,7 +3,7 @@
  * Small helpers for the heapprofd kselftests: the ioctls as functions that
  * return -errno, sysfs reads, a pipe-based handshake between a test and the
  * processes it forks, and a record producer/consumer built on the ring
- * protocol in libclient/ring.h.
+ * protocol in proto/ring.h.
  */
 #ifndef HP_UTIL_H
 #define HP_UTIL_H
@@ -21,7 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../libclient/ring.h"
+#include "../../proto/ring.h"
 
 #define HP_DEV		"/dev/heapprofd"
 #define HP_SYSFS	"/sys/kernel/heapprofd"

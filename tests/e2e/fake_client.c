@@ -28,8 +28,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "../../libclient/ring.h"
-#include "../../libclient/socket_proto.h"
+#include "../../proto/ring.h"
+#include "../../proto/socket_proto.h"
 
 #define DATA (64u << 10)
 

@@ -6,7 +6,7 @@
 HOSTILE_SRC := $(CURDIR)/tests/hostile
 HOSTILE_OUT := $(CURDIR)/build/tests/hostile
 HOSTILE_CFLAGS := -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -g
-HOSTILE_HDRS := $(CURDIR)/libclient/ring.h $(CURDIR)/libclient/socket_proto.h \
+HOSTILE_HDRS := $(CURDIR)/proto/ring.h $(CURDIR)/proto/socket_proto.h \
 	$(CURDIR)/uapi/linux/heapprofd.h
 HOSTILE_PROGS := $(HOSTILE_OUT)/hostile $(HOSTILE_OUT)/normal $(HOSTILE_OUT)/libhpsecret.so
 

@@ -21,37 +21,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../../../tests/tap.h"
 #include "../internal.h"
 #include "capture.h"
 
-static int tno, failed;
 static char tmpdir[256];
 static struct hp_pipeline *P;
 
-static void ok(int cond, const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("%sok %d - ", cond ? "" : "not ", ++tno);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	fflush(stdout);
-	if (!cond)
-		failed++;
-}
-
-static void diag(const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("# ");
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-}
+#define ok tap_ok
+#define diag tap_diag
 
 static char *slurp(const char *path)
 {
@@ -971,22 +949,22 @@ static void test_totals_and_tools(void)
 		diag("pprof said: %s", out);
 	free(out);
 
-	/* report and diff */
+	/* read back and print (what `heapprofctl report` does) */
 	snprintf(cmd, sizeof(cmd), "%s.pb.gz", prefix);
 	{
-		char *argv[] = { "report", cmd, "--top", "5", NULL };
-		char outp[400];
-		int saved = dup(1), fd;
+		struct hp_prof rp;
+		char outp[400], why[200];
+		FILE *f;
 
 		snprintf(outp, sizeof(outp), "%s/report.txt", tmpdir);
-		fflush(stdout);
-		fd = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		dup2(fd, 1);
-		close(fd);
-		i = hp_report_main(4, argv);
-		fflush(stdout);
-		dup2(saved, 1);
-		close(saved);
+		i = hp_pprof_read(&rp, cmd, why, sizeof(why));
+		f = fopen(outp, "w");
+		if (!i && f)
+			i = hp_text_write(&rp, 5, f);
+		if (f)
+			fclose(f);
+		if (!i)
+			hp_prof_free(&rp);
 		out = slurp(outp);
 		ok(!i && out && strstr(out, "site_a") && strstr(out, "7000"),
 		   "report: reads the pprof back and prints the top call sites");
@@ -1001,7 +979,7 @@ static void test_diff_and_symbolize(void)
 	char a[300], b[300], pa[400], pb[400], outp[400], svg[400];
 	struct hp_prof p;
 	char why[200], *out;
-	int rc, saved, fd;
+	int rc;
 
 	feed_alloc(pr, site_a, 0x100, 100, 1);
 	snprintf(a, sizeof(a), "%s/base", tmpdir);
@@ -1019,9 +997,13 @@ static void test_diff_and_symbolize(void)
 	if (!rc)
 		hp_prof_free(&p);
 	{
-		char *argv[] = { "symbolize", pb, NULL };
+		struct hp_prof_symbolized n;
 
-		rc = hp_symbolize_main(2, argv);
+		rc = hp_pprof_read(&p, pb, why, sizeof(why));
+		rc = rc ? rc : hp_prof_symbolize(&p, &n, NULL);
+		rc = rc ? rc : hp_pprof_write(&p, pb, why, sizeof(why));
+		if (!rc)
+			hp_prof_free(&p);
 	}
 	rc = rc ? rc : hp_pprof_read(&p, pb, why, sizeof(why));
 	ok(!rc && find_loc(&p, "site_b") && find_loc(&p, "site_b")->file,
@@ -1029,19 +1011,29 @@ static void test_diff_and_symbolize(void)
 	if (!rc)
 		hp_prof_free(&p);
 	{
-		char *argv[] = { "report", pb, "--base", pa, "--svg", svg, NULL };
+		struct hp_prof pl, pbase, d;
+		FILE *f;
 
 		snprintf(svg, sizeof(svg), "%s/diff.svg", tmpdir);
 		snprintf(outp, sizeof(outp), "%s/diff.txt", tmpdir);
-		fflush(stdout);
-		saved = dup(1);
-		fd = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		dup2(fd, 1);
-		close(fd);
-		rc = hp_report_main(6, argv);
-		fflush(stdout);
-		dup2(saved, 1);
-		close(saved);
+		hp_prof_init(&d);
+		rc = hp_pprof_read(&pl, pb, why, sizeof(why));
+		if (!rc) {
+			rc = hp_pprof_read(&pbase, pa, why, sizeof(why));
+			rc = rc ? rc : hp_prof_diff(&d, &pl, &pbase);
+			if (!rc)
+				hp_prof_free(&pbase);
+			hp_prof_free(&pl);
+		}
+		f = fopen(outp, "w");
+		rc = rc || !f ? -1 : hp_text_write(&d, 20, f);
+		if (f)
+			fclose(f);
+		f = fopen(svg, "w");
+		rc = rc || !f ? -1 : hp_svg_write(&d, hp_prof_metric(&d), pb, f);
+		if (f)
+			fclose(f);
+		hp_prof_free(&d);
 	}
 	out = slurp(outp);
 	ok(!rc && out && strstr(out, "4000") && strstr(out, "site_b") &&
@@ -1882,12 +1874,12 @@ int main(void)
 	test_drop_frames_and_cum();
 	hp_pipeline_free(P);
 	ok(1, "pipeline: shuts down cleanly");
-	if (!failed && !getenv("HP_KEEP")) {
+	if (!tap_failed && !getenv("HP_KEEP")) {
 		snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
 		if (system(cmd))
 			diag("could not remove %s", tmpdir);
 	} else {
 		diag("outputs kept in %s", tmpdir);
 	}
-	return failed ? 1 : 0;
+	return tap_failed ? 1 : 0;
 }

@@ -14,7 +14,7 @@ static int needs_escape(unsigned char c)
 int hpc_put(char *buf, size_t len, const char *key, const char *val)
 {
 	size_t n = strlen(buf);
-	const unsigned char *v = (const unsigned char *)val;
+	const unsigned char *v = (const unsigned char *)(val ? val : "");	/* none: empty */
 	int w;
 
 	w = snprintf(buf + n, len - n, " %s=", key);

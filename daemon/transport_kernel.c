@@ -13,7 +13,9 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <netlink/genl/ctrl.h>
@@ -32,7 +34,7 @@ struct kconn {
 	struct hpd_session *s;
 };
 
-int hpd_kmod_available(void)
+int hpd_kernel_available(void)
 {
 	return devfd >= 0;
 }
@@ -65,7 +67,7 @@ static int receive_slot(int cfd, unsigned slot)
 	return a.fd;
 }
 
-int hpd_kmod_attach(uint64_t session_id, pid_t pid, struct hpd_rule *r)
+int hpd_kernel_attach(uint64_t session_id, pid_t pid, struct hpd_rule *r)
 {
 	struct heapprofd_session_info info;
 	struct heapprofd_attach at;
@@ -136,13 +138,26 @@ int hpd_kmod_attach(uint64_t session_id, pid_t pid, struct hpd_rule *r)
 		hpd_log(HPD_WARN, "pid %d: the process deposited no maps/mem fds; its stacks cannot be unwound",
 			(int)s->pid);
 	/*
-	 * Another user's process (its /proc files are its owner's): its ELF
-	 * files are opened only as the kernel has them mapped, never by the
-	 * paths its maps name (security.rst).
+	 * The process deposited these itself, so they may be anything: only
+	 * procfs files are read as its maps and memory. Another user's process
+	 * (its /proc files are its owner's): its ELF files are opened only as
+	 * the kernel has them mapped, never by the paths its maps name
+	 * (security.rst).
 	 */
 	{
+		struct statfs sf;
 		struct stat st;
 
+		if (s->maps_fd >= 0 && (fstatfs(s->maps_fd, &sf) || sf.f_type != PROC_SUPER_MAGIC)) {
+			hpd_log(HPD_WARN, "pid %d: its maps descriptor is not a /proc file: not used",
+				(int)s->pid);
+			close(s->maps_fd);
+			s->maps_fd = -1;
+		}
+		if (s->mem_fd >= 0 && (fstatfs(s->mem_fd, &sf) || sf.f_type != PROC_SUPER_MAGIC)) {
+			close(s->mem_fd);
+			s->mem_fd = -1;
+		}
 		s->foreign = s->maps_fd < 0 || fstat(s->maps_fd, &st) || st.st_uid != geteuid();
 	}
 	rc = hpd_session_map(s, cfd, 0, at.ctl_size, at.data_size);
@@ -181,12 +196,12 @@ static void session_new(uint64_t id, pid_t pid, const char *comm, uint32_t flags
 			return;	/* already ours */
 	if (!r)
 		return;
-	hpd_kmod_attach(id, pid, r);
+	hpd_kernel_attach(id, pid, r);
 }
 
 /* For `sessions`: the module's sessions we are not attached to. */
 struct list_ctx {
-	hpd_kmod_list_fn fn;
+	hpd_kernel_list_fn fn;
 	void *arg;
 };
 
@@ -232,7 +247,7 @@ out:
 	nl_socket_free(sk);
 }
 
-void hpd_kmod_list(hpd_kmod_list_fn fn, void *arg)
+void hpd_kernel_list(hpd_kernel_list_fn fn, void *arg)
 {
 	struct list_ctx lc = { fn, arg };
 
@@ -287,7 +302,7 @@ static void dump_existing(void)
 	dump_sessions(parse_msg, NULL);
 }
 
-int hpd_kmod_init(void)
+int hpd_kernel_init(void)
 {
 	int grp, rc;
 

@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Append " key=value" to buf (NUL-terminated, size len). 0 or -1 if full. */
+/* Append " key=value" to buf (NUL-terminated, size len; val NULL: empty). 0 or -1 if full. */
 int hpc_put(char *buf, size_t len, const char *key, const char *val);
 int hpc_putu(char *buf, size_t len, const char *key, unsigned long long v);
 /* Find key in msg and decode its value. 0 found, -1 missing. */

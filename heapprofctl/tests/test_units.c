@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Unit tests of the daemon's small parts: the control protocol's encoding
+ * Unit tests of heapprofctl's small parts: the control protocol's encoding
  * and the /etc/ld.so.preload editor (on a scratch file). TAP lines.
  */
 #include <stdio.h>
@@ -9,17 +9,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ctlproto.h"
-#include "preload.h"
+#include "../../tests/tap.h"
+#include "../../proto/ctlproto.h"
+#include "../preload.h"
 
-static int n, failed;
-
-static void ok(int cond, const char *what)
-{
-	n++;
-	printf("%sok %d - daemon units: %s\n", cond ? "" : "not ", n, what);
-	failed |= !cond;
-}
+/* TAP lines named "heapprofctl units: ..." */
+#define ok(cond, what) tap_ok(cond, "heapprofctl units: %s", what)
 
 static char *slurp(const char *p)
 {
@@ -93,5 +88,5 @@ int main(void)
 	   hp_preload_remove(file, lib, err, sizeof(err)) == 1, "preload: remove is idempotent");
 	unlink(file);
 	rmdir(dir);
-	return failed;
+	return tap_failed ? 1 : 0;
 }

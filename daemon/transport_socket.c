@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The user-space transport (libclient/socket_proto.h): a client without the
+ * The user-space transport (proto/socket_proto.h): a client without the
  * module connects to our SOCK_SEQPACKET socket and sends one hello with its
  * memfd ring, eventfd, /proc/self/maps and /proc/self/mem. We check it, map
  * the ring, answer, and from then on the connection only says, by closing,
@@ -20,9 +20,9 @@
 #include <unistd.h>
 
 #include "hpd.h"
-#include "../libclient/socket_proto.h"
+#include "../proto/socket_proto.h"
 
-struct usock_conn {
+struct socket_conn {
 	struct hpd_watch w;		/* on the connection */
 	struct hpd_watch ww;		/* on the eventfd */
 	struct hpd_session *s;
@@ -32,7 +32,7 @@ static struct hpd_watch listen_w;
 
 static void conn_event(struct hpd_watch *w, uint32_t ev)
 {
-	struct usock_conn *c = (struct usock_conn *)w;
+	struct socket_conn *c = (struct socket_conn *)w;
 	struct hpd_session *s = c->s;
 	char b[64];
 
@@ -53,7 +53,7 @@ static void conn_event(struct hpd_watch *w, uint32_t ev)
 
 static void wake_event(struct hpd_watch *w, uint32_t ev)
 {
-	struct usock_conn *c = (struct usock_conn *)((char *)w - offsetof(struct usock_conn, ww));
+	struct socket_conn *c = (struct socket_conn *)((char *)w - offsetof(struct socket_conn, ww));
 
 	(void)ev;
 	/* An event of the same epoll_wait batch may have ended it already. */
@@ -165,7 +165,7 @@ static void accept_hello(int fd, uid_t conn_uid)
 	struct ucred cred = { .pid = 0 };
 	int fds[HP_HELLO_FDS_MAX], nfds = 0, i, rc, status = 0, enabled = 0, have_cred = 0;
 	struct hpd_session *s = NULL;
-	struct usock_conn *c;
+	struct socket_conn *c;
 	struct hpd_rule *r;
 	struct stat st;
 	ssize_t n;
@@ -318,7 +318,7 @@ bad:
 }
 
 /* `attach` of a dormant client connected to us. */
-int hpd_usock_enable_dormant(struct hpd_session *s, struct hpd_rule *r)
+int hpd_socket_enable_dormant(struct hpd_session *s, struct hpd_rule *r)
 {
 	int rc = hpd_session_enable(s, r);
 
@@ -352,7 +352,7 @@ static void pending_event(struct hpd_watch *w, uint32_t ev)
 	accept_hello(fd, uid);
 }
 
-int hpd_usock_expire(uint64_t now)
+int hpd_socket_expire(uint64_t now)
 {
 	struct pending *p, *nx;
 	uint64_t next = 0;
@@ -372,7 +372,7 @@ int hpd_usock_expire(uint64_t now)
 	return next ? (int)(next - now) : -1;
 }
 
-int hpd_usock_adopt(int fd)
+int hpd_socket_adopt(int fd)
 {
 	struct ucred cred;
 	socklen_t cl = sizeof(cred);
@@ -407,40 +407,13 @@ int hpd_usock_adopt(int fd)
 
 static void listen_event(struct hpd_watch *w, uint32_t ev)
 {
-	int fd;
-
 	(void)ev;
-	while ((fd = accept4(w->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0)
-		if (hpd_usock_adopt(fd))
-			close(fd);
-	if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
-		hpd_loop_backoff(w);
+	hpd_loop_accept(w, SOCK_NONBLOCK, hpd_socket_adopt);
 }
 
-int hpd_usock_listen(const char *path)
+int hpd_socket_listen(const char *path)
 {
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	int fd;
-
-	if (strlen(path) >= sizeof(a.sun_path)) {
-		hpd_log(HPD_ERR, "socket path too long: %s", path);
-		return -ENAMETOOLONG;
-	}
-	strcpy(a.sun_path, path);
-	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return -errno;
-	unlink(path);
-	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 64) < 0) {
-		int e = errno;
-
-		hpd_log(HPD_ERR, "cannot listen on %s: %s", path, strerror(e));
-		close(fd);
-		return -e;
-	}
-	/* Any local process may offer itself for profiling. */
-	chmod(path, 0666);
 	listen_w.fn = listen_event;
-	hpd_loop_add(fd, EPOLLIN, &listen_w);
-	return 0;
+	/* Any local process may offer itself for profiling. */
+	return hpd_loop_listen(path, 0666, 64, &listen_w);
 }

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ring.h"
+#include "../proto/ring.h"
 #include "sampler.h"
 
 #define HP_EXPORT __attribute__((visibility("default")))
@@ -53,7 +53,7 @@ void hp_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Parsers, exposed for the tests. Return 0 on success, -1 on a bad value. */
 int hp_parse_u64(const char *s, uint64_t *out, int allow_suffix);
 
-/* ---- session.c: the process-wide session and the record writer --------- */
+/* ---- producer.c: the process-wide session -------------------------------- */
 
 struct hp_session {
 	struct hp_ring ring;
@@ -96,11 +96,21 @@ void hp_session_stop(const char *why);	/* the daemon is gone */
 void hp_session_forget_child(void);	/* after fork, in the child */
 void hp_config_poll(void);		/* reread the control page config */
 void hp_wake(void);
+/* The ring is full: is the daemon gone for good? Is one attached? */
+int hp_daemon_gone(void);
+int hp_consumer_present(void);
+
+/* ---- record.c: the record writer ----------------------------------------- */
+
 uint64_t hp_next_seq(void);
+/* A new configured interval: the adaptive shift starts again from 0. */
+void hp_interval_reset(uint64_t base);
+/* After fork, in the child: the writer's own state starts afresh. */
+void hp_record_forget(void);
 /* Moves whenever the reader of the ring may have changed (session start,
  * a new config generation: an attach): no record reuses across it. */
 extern uint32_t hp_reuse_gen;
-/* At thread exit: this thread's stack-reuse buffer (session.c). */
+/* At thread exit: this thread's stack-reuse buffer (record.c). */
 void hp_stack_shadow_free(void);
 
 /* regs: taken by hp_regs_capture() in a frame that is still live (the

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "stats.h"
+#include "sysfs_stats.h"
 
 static int read_val(const char *dir, const char *name, char *out, size_t len)
 {

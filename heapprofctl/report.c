@@ -1,53 +1,18 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * `heapprofctl report FILE [--top N] [--svg out.svg] [--folded] [--base OTHER]
- *                         [--sample-index NAME] [--title TEXT]
- *                         [--drop-frames REGEX | --no-drop-frames]`
- *
- * Reads a pprof file (ours or any other with the usual sample types) and
- * prints the top call sites and the functions by cumulative bytes, or
- * folded stacks, and/or writes an SVG flame graph. --base subtracts another
- * profile, stack by stack (matched by function names, so two runs of the
- * same program compare). Allocator frames are folded into their callers by
- * pprof's drop_frames rule (frames.c).
+ * heapprofctl report: read a profile, optionally minus a base profile, and
+ * print its top call sites and its functions by cumulative bytes, or folded
+ * stacks, or write a flame graph. Allocator frames are folded into their
+ * callers by pprof's drop_frames rule (daemon/pipeline/frames.c);
+ * --sample-index chooses what the graph and the order show.
  */
-#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
-
-int hp_parse_num(const char *s, unsigned long long min, unsigned long long max,
-		 unsigned long long *out, char *why, size_t wl)
-{
-	unsigned long long v;
-	char *end;
-
-	if (!s || !*s) {
-		snprintf(why, wl, "an empty value where a number belongs");
-		return -1;
-	}
-	/* strtoull would take "-5" (and wrap it), " 5" and "+5": digits only. */
-	if (!isdigit((unsigned char)s[0])) {
-		snprintf(why, wl, "'%s' is not a number (digits only, no sign)", s);
-		return -1;
-	}
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (*end) {
-		snprintf(why, wl, "'%s' is not a number", s);
-		return -1;
-	}
-	if (errno == ERANGE || v < min || v > max) {
-		snprintf(why, wl, "%s is out of range (%llu to %llu)", s, min, max);
-		return -1;
-	}
-	*out = v;
-	return 0;
-}
+#include "heapprofctl.h"
 
 static void usage(FILE *f)
 {
@@ -65,72 +30,6 @@ static void usage(FILE *f)
 		   "  --drop-frames REGEX  allocator frames to fold into their callers (pprof's\n"
 		   "               drop_frames rule; default: the profile's own expression)\n"
 		   "  --no-drop-frames     show every frame down to malloc\n");
-}
-
-/* A location of src, re-created in dst by name (for diffs). */
-static uint32_t copy_loc(struct hp_prof *dst, struct hp_hmap *idx,
-			 const struct hp_prof *src, uint32_t li)
-{
-	char buf[256];
-	const char *name = hp_prof_loc_name(src, li, buf, sizeof(buf));
-	const struct hp_prof_loc *l = li < src->nlocs ? &src->locs[li] : NULL;
-	const char *file = l && l->file ? l->file : "";
-	uint64_t k1 = hp_hash_str(name), k2 = hp_hash_str(file) * 31 + (uint64_t)(l ? l->line : 0);
-	uintptr_t v = (uintptr_t)hp_hmap_get(idx, k1, k2);
-	struct hp_prof_loc nl = { 0 };
-
-	if (v)
-		return (uint32_t)v - 1;
-	nl.func = name;
-	nl.file = file[0] ? file : NULL;
-	nl.line = l ? l->line : 0;
-	v = hp_prof_add_loc(dst, &nl);
-	hp_hmap_put(idx, k1, k2, (void *)(v + 1));
-	return (uint32_t)v;
-}
-
-static int add_all(struct hp_prof *dst, struct hp_hmap *locidx, struct hp_hmap *stkidx,
-		   const struct hp_prof *src, int sign)
-{
-	uint32_t *stk = NULL;
-	size_t i;
-
-	for (i = 0; i < src->nsamples; i++) {
-		const struct hp_prof_sample *s = &src->samples[i];
-		uint64_t h1 = 1469598103934665603ULL, h2 = (uint64_t)s->nlocs;
-		uintptr_t si;
-		uint32_t k;
-		int j;
-
-		free(stk);
-		stk = calloc(s->nlocs + 1, sizeof(*stk));
-		if (!stk)
-			return -1;
-		for (k = 0; k < s->nlocs; k++) {
-			stk[k] = copy_loc(dst, locidx, src, s->locs[k]);
-			h1 = (h1 ^ stk[k]) * 1099511628211ULL;
-			h2 = h2 * 31 + stk[k];
-		}
-		if (s->heap)
-			h2 ^= hp_hash_str(s->heap);
-		si = (uintptr_t)hp_hmap_get(stkidx, h1, h2);
-		if (!si) {
-			int64_t zero[HP_NV] = { 0 };
-
-			if (hp_prof_add_sample(dst, stk, s->nlocs, zero, s->heap)) {
-				free(stk);
-				return -1;
-			}
-			si = dst->nsamples;
-			hp_hmap_put(stkidx, h1, h2, (void *)si);
-		}
-		for (j = 0; j < HP_NV; j++)
-			dst->samples[si - 1].v[j] = sign > 0 ?
-				hp_sat_add(dst->samples[si - 1].v[j], s->v[j]) :
-				hp_sat_sub(dst->samples[si - 1].v[j], s->v[j]);
-	}
-	free(stk);
-	return 0;
 }
 
 int hp_report_main(int argc, char **argv)
@@ -164,14 +63,14 @@ int hp_report_main(int argc, char **argv)
 		} else if (!strcmp(argv[i], "--title") && i + 1 < argc) {
 			ro.title = argv[++i];
 		} else if (!strcmp(argv[i], "--drop-frames") && i + 1 < argc) {
-			struct hp_drop d;
+			struct hp_drop dr;
 
 			ro.drop_frames = argv[++i];
-			if (hp_drop_init(&d, NULL, ro.drop_frames, why, sizeof(why))) {
+			if (hp_drop_init(&dr, NULL, ro.drop_frames, why, sizeof(why))) {
 				fprintf(stderr, "report: --drop-frames: %s\n", why);
 				return 2;
 			}
-			hp_drop_free(&d);
+			hp_drop_free(&dr);
 		} else if (!strcmp(argv[i], "--no-drop-frames")) {
 			ro.drop_frames = "";
 		} else if (!strcmp(argv[i], "--base") && i + 1 < argc) {
@@ -197,18 +96,14 @@ int hp_report_main(int argc, char **argv)
 	}
 	hp_prof_init(&d);
 	if (base) {
-		struct hp_hmap li = { 0 }, si = { 0 };
-
 		if (hp_pprof_read(&b, base, why, sizeof(why))) {
 			fprintf(stderr, "report: base: %s\n", why);
 			hp_prof_free(&a);
 			return 1;
 		}
 		hp_prof_add_comment(&d, "difference: %s minus %s", file, base);
-		if (add_all(&d, &li, &si, &a, 1) || add_all(&d, &li, &si, &b, -1))
+		if (hp_prof_diff(&d, &a, &b))
 			rc = 1;
-		hp_hmap_free(&li);
-		hp_hmap_free(&si);
 		hp_prof_free(&b);
 		show = &d;
 	}

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "hpd.h"
-#include "../libclient/socket_proto.h"
+#include "../proto/socket_proto.h"
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434

@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * heapprofctl attach, dump, detach and sessions: requests about processes
+ * that are running already.
+ */
+#include "heapprofctl.h"
+/* ------------------------------------------------------------------ */
+/* attach / dump / detach / sessions                                  */
+/* ------------------------------------------------------------------ */
+
+int do_attach(int pid, unsigned secs, const char *out, unsigned long long interval, int want)
+{
+	char req[4096], rep[MSG_MAX], prefix[PATH_MAX], msg[800];
+	struct daemon d;
+	uint64_t t0;
+	sigset_t ss;
+	int sfd, stop = 0, rc;
+
+	if (!out) {
+		snprintf(prefix, sizeof(prefix), "out/attach.%d", pid);
+		out = prefix;
+	}
+	{
+		char a[PATH_MAX];
+
+		abs_prefix(out, a, sizeof(a));
+		snprintf(prefix, sizeof(prefix), "%s", a);
+	}
+	mkdirs_for(prefix);
+	check_output(prefix);
+	sigemptyset(&ss);
+	sigaddset(&ss, SIGINT);
+	sigaddset(&ss, SIGTERM);
+	sigprocmask(SIG_BLOCK, &ss, NULL);
+	sfd = signalfd(-1, &ss, SFD_CLOEXEC);
+	on_event = record_event;
+	reach_daemon(&d, 1, want);
+	snprintf(req, sizeof(req), "attach");
+	hpc_putu(req, sizeof(req), "pid", pid);
+	hpc_putu(req, sizeof(req), "interval", interval ? interval : 4096);
+	hpc_put(req, sizeof(req), "prefix", prefix);
+	if ((rc = request_to(&d, req, rep, sizeof(rep), CTL_DUMP_TIMEOUT_MS)) != 0) {
+		no_answer(&d, rc, rep, msg, sizeof(msg));
+		finish_daemon(&d);
+		die("attach %d: %s", pid, msg);
+	}
+	hpc_get(rep, "transport", msg, sizeof(msg));
+	note("attached to pid %d (%s transport); %s", pid, msg,
+	     secs ? "detaching after the given time" : "Ctrl-C detaches");
+	t0 = now_ms();
+	while (!stop) {
+		struct pollfd pf[2] = { { d.fd, POLLIN, 0 }, { sfd, POLLIN, 0 } };
+
+		if (secs && now_ms() - t0 >= secs * 1000ULL)
+			break;
+		if (poll(pf, 2, 200) < 0 && errno != EINTR)
+			break;
+		if (pf[0].revents & POLLIN) {
+			if (recv_msg(d.fd, rep, sizeof(rep)) < 0)
+				break;
+			record_event(rep);
+			if (nresults && nlive <= 0 && results[0].done)
+				stop = 2;	/* the process exited */
+		}
+		if (pf[1].revents & POLLIN)
+			stop = 1;
+	}
+	if (stop != 2) {
+		snprintf(req, sizeof(req), "detach");
+		hpc_putu(req, sizeof(req), "pid", pid);
+		if ((rc = request_to(&d, req, rep, sizeof(rep), CTL_DUMP_TIMEOUT_MS)) != 0)
+			note("detach: %s", no_answer(&d, rc, rep, msg, sizeof(msg)));
+		/* The done event follows the reply or came before it. */
+		while (!(nresults && results[0].done)) {
+			struct pollfd pf = { d.fd, POLLIN, 0 };
+
+			if (poll(&pf, 1, 5000) != 1 || recv_msg(d.fd, rep, sizeof(rep)) < 0)
+				break;
+			record_event(rep);
+		}
+	}
+	finish_daemon(&d);
+	return show_results(20);
+}
+
+int simple_request(const char *verb, int pid)
+{
+	char req[256], rep[MSG_MAX], v[PATH_MAX];
+	struct daemon d;
+	int rc;
+
+	reach_daemon(&d, 0, 0);
+	snprintf(req, sizeof(req), "%s", verb);
+	hpc_putu(req, sizeof(req), "pid", pid);
+	if ((rc = request_to(&d, req, rep, sizeof(rep), CTL_DUMP_TIMEOUT_MS)) != 0)
+		die("%s %d: %s", verb, pid, no_answer(&d, rc, rep, v, sizeof(v)));
+	hpc_get(rep, "prefix", v, sizeof(v));
+	printf("%s %d: wrote %s.pb.gz %s.svg %s.folded %s.txt\n", verb, pid, v, v, v, v);
+	close(d.fd);
+	return 0;
+}
+
+int do_sessions(void)
+{
+	char rep[MSG_MAX], *line, *save = NULL, why[800];
+	struct daemon d;
+	int rc;
+
+	reach_daemon(&d, 0, 0);
+	if ((rc = request(&d, "sessions", rep, sizeof(rep))) != 0)
+		die("sessions: %s", no_answer(&d, rc, rep, why, sizeof(why)));
+	printf("%-7s %-16s %-8s %-9s %-9s %10s %12s %8s  %s\n", "PID", "COMM", "SESSION",
+	       "TRANSPORT", "STATE", "RECORDS", "BYTES", "DROPPED", "OUTPUT");
+	line = strtok_r(rep, "\n", &save);	/* "ok" */
+	while ((line = strtok_r(NULL, "\n", &save)) != NULL) {
+		char comm[32], tr[16], state[16], pfx[PATH_MAX];
+		unsigned long long id, rec, bytes, drop;
+		int pid;
+
+		if (sscanf(line, "%d %31s %llu %15s %15s %llu %llu %llu %4095s", &pid, comm, &id, tr,
+			   state, &rec, &bytes, &drop, pfx) == 9)
+			printf("%-7d %-16s %-8llu %-9s %-9s %10llu %12llu %8llu  %s\n", pid, comm, id,
+			       tr, state, rec, bytes, drop, pfx);
+	}
+	close(d.fd);
+	return 0;
+}

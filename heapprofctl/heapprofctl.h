@@ -1,0 +1,151 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * heapprofctl, the user's command: what its subcommands share.
+ *
+ *   main.c         options, the subcommands' dispatch, usage
+ *   util.c         messages, numbers, finding our own files
+ *   daemon_link.c  talking to a daemon, or starting a private one
+ *   results.c      the events a daemon sends back, and what record prints
+ *   record.c       record: run a program under the profiler
+ *   attach.c       attach, dump, detach, sessions
+ *   install.c, preload.c   install-preload / uninstall-preload
+ *   sysfs_stats.c  stats: the module's /sys/kernel/heapprofd
+ *   report.c, symbolize.c  what it does with a profile file (the pipeline's
+ *                  profile.h)
+ */
+#ifndef HEAPPROFCTL_H
+#define HEAPPROFCTL_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../proto/ctlproto.h"
+#include "../proto/socket_proto.h"
+#include "../daemon/pipeline/pipeline.h"
+#include "../daemon/pipeline/profile.h"
+#include "preload.h"
+#include "sysfs_stats.h"
+
+#define CTL_DEFAULT	"/run/heapprofd/ctl.sock"
+#define CTL_ENV		"HEAPPROFD_CTL"
+#define MSG_MAX		65536
+/*
+ * How long a daemon may take to accept us and answer a request before we
+ * give up: a stopped or frozen daemon must not hang the command. Writing a
+ * profile (dump, detach) may take longer.
+ */
+#define CTL_TIMEOUT_MS		5000
+#define CTL_DUMP_TIMEOUT_MS	120000
+/* Bounds of the numeric options (the client takes the same interval). */
+#define MAX_INTERVAL	(1ULL << 40)
+#define MAX_STACK_CAP	(8U << 20)
+#define MAX_SECS	(UINT_MAX / 1000)
+
+extern int verbose;
+extern int progress;
+extern const char *prog;
+
+void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A numeric option, strictly (hp_parse_num): anything else exits 2. */
+unsigned long long num_opt(const char *opt, const char *arg, unsigned long long min,
+			   unsigned long long max);
+uint64_t now_ms(void);
+void client_lib(char *out, size_t len);
+void daemon_bin(char *out, size_t len);
+
+/* ---- daemon_link.c ---- */
+struct daemon {
+	int fd;
+	pid_t private_pid;	/* a daemon we started, or 0 */
+	char dir[PATH_MAX];	/* its sockets' directory */
+	char ctl[PATH_MAX];
+	char socket[PATH_MAX];
+	char transport[32];	/* "kernel", "socket", "kernel+socket" */
+};
+
+typedef void (*event_fn)(const char *msg);
+extern event_fn on_event;
+int recv_msg(int fd, char *buf, size_t len);
+int request_to(struct daemon *d, const char *req, char *rep, size_t replen, int timeout_ms);
+int request(struct daemon *d, const char *req, char *rep, size_t replen);
+const char *no_answer(const struct daemon *d, int rc, const char *rep, char *buf, size_t len);
+void reach_daemon(struct daemon *d, int allow_private, int want);
+int finish_daemon(struct daemon *d);
+
+/* ---- results.c ---- */
+#define MAXRES 256
+struct result {
+	int pid;
+	unsigned long long sid;	/* one per session: an exec'd image is another */
+	char comm[32];
+	char prefix[PATH_MAX];
+	int done, ok, moved;
+	unsigned long long records;
+	char reason[200];
+	char error[600];	/* why writing failed, when the daemon says */
+};
+extern struct result results[MAXRES];
+extern int nresults, nlive;
+struct result *result_for(int pid, unsigned long long sid);
+void record_event(const char *m);
+void print_top(const char *prefix, int lines);
+/* The files a profile is written as: PREFIX and one of these. */
+#define N_OUT_EXT 4
+extern const char *const out_ext[N_OUT_EXT];
+const char *out_prefix(const char *arg);
+const char *diagnose(const char *prefix, char *buf, size_t len);
+int show_results(int top);
+
+/* ---- record.c ---- */
+struct rec_opts {
+	unsigned long long interval;
+	const char *out;
+	int dump_at_max;
+	unsigned continuous;
+	int follow;
+	const char *name;
+	int all;
+	int want;		/* transport: 0 auto 1 kernel 2 socket */
+	unsigned duration;
+	unsigned stack_cap;
+	int top;
+	int block;
+	const char *heaps;
+};
+const char *out_opt(const char *arg);
+void check_output(const char *prefix);
+void mkdirs_for(const char *prefix);
+void abs_prefix(const char *in, char *out, size_t len);
+int do_record(struct rec_opts *o, char **cmd);
+
+/* ---- attach.c ---- */
+int do_attach(int pid, unsigned secs, const char *out, unsigned long long interval, int want);
+int simple_request(const char *verb, int pid);
+int do_sessions(void);
+
+/* ---- install.c ---- */
+int do_install_preload(int install);
+
+/* ---- report.c, symbolize.c ---- */
+int hp_report_main(int argc, char **argv);
+int hp_symbolize_main(int argc, char **argv);
+
+#endif

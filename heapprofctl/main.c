@@ -1,0 +1,146 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * heapprofctl: the user's command. `record` runs a program under the client
+ * and writes its profile when it exits; when no heapprofd is reachable it
+ * starts a private one for this recording (module when /dev/heapprofd is
+ * usable, user-space transport otherwise) and says which. See heapprofctl(1).
+ * The subcommands live in the files heapprofctl.h lists.
+ */
+#include "heapprofctl.h"
+/* ------------------------------------------------------------------ */
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"usage: heapprofctl COMMAND [options]\n"
+"  record [-i BYTES] [-o PREFIX] [--dump-at-max] [--continuous-dump MS]\n"
+"         [--follow-forks] [--block] [--heaps NAME,...] [--name NAME | --all]\n"
+"         [-d SECS]\n"
+"         [-- COMMAND ARGS...]\n"
+"                        run COMMAND under the profiler; write PREFIX.pb.gz,\n"
+"                        .svg, .folded, .txt when it exits (default out/NAME)\n"
+"  attach PID [-d SECS] [-o PREFIX] [-i BYTES]   profile a running (dormant) process\n"
+"  dump PID              write a profile of a process being profiled now\n"
+"  detach PID            stop profiling it and write its profile\n"
+"  sessions              processes the daemon knows\n"
+"  stats                 the module's statistics (/sys/kernel/heapprofd)\n"
+"  report FILE [--top N] [--svg OUT] [--folded] [--base OTHER]\n"
+"  symbolize FILE [-o OUT]\n"
+"  install-preload       put the dormant client into /etc/ld.so.preload\n"
+"  uninstall-preload     take it out again\n"
+"common options: -v (progress and details), --transport auto|kernel|socket\n"
+"See heapprofctl(1).\n");
+}
+
+static int run(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "interval", required_argument, NULL, 'i' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "dump-at-max", no_argument, NULL, 'M' },
+		{ "continuous-dump", required_argument, NULL, 'C' },
+		{ "follow-forks", no_argument, NULL, 'F' },
+		{ "name", required_argument, NULL, 'n' },
+		{ "all", no_argument, NULL, 'A' },
+		{ "duration", required_argument, NULL, 'd' },
+		{ "transport", required_argument, NULL, 'T' },
+		{ "stack-cap", required_argument, NULL, 'S' },
+		{ "top", required_argument, NULL, 't' },
+		{ "block", no_argument, NULL, 'B' },
+		{ "heaps", required_argument, NULL, 'H' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 }
+	};
+	struct rec_opts o = { .top = 20 };
+	const char *cmd;
+	int opt;
+
+	if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+		usage(argc < 2 ? stderr : stdout);
+		return argc < 2 ? 2 : 0;
+	}
+	cmd = argv[1];
+	if (!strcmp(cmd, "report"))
+		return hp_report_main(argc - 1, argv + 1);
+	if (!strcmp(cmd, "symbolize"))
+		return hp_symbolize_main(argc - 1, argv + 1);
+
+	optind = 2;
+	while ((opt = getopt_long(argc, argv, "+i:o:d:vh", lo, NULL)) != -1) {
+		switch (opt) {
+		case 'i': o.interval = num_opt("-i (bytes)", optarg, 1, MAX_INTERVAL); break;
+		case 'o': o.out = out_opt(optarg); break;
+		case 'M': o.dump_at_max = 1; break;
+		case 'C': o.continuous = (unsigned)num_opt("--continuous-dump (ms)", optarg, 0, UINT_MAX);
+			break;
+		case 'F': o.follow = 1; break;
+		case 'n': o.name = optarg; break;
+		case 'A': o.all = 1; break;
+		case 'd': o.duration = (unsigned)num_opt("-d (seconds)", optarg, 0, MAX_SECS); break;
+		case 'T':
+			o.want = !strcmp(optarg, "kernel") ? 1 : !strcmp(optarg, "socket") ? 2 :
+				 !strcmp(optarg, "auto") ? 0 : -1;
+			if (o.want < 0)
+				die("--transport must be auto, kernel or socket");
+			break;
+		case 'S': o.stack_cap = (unsigned)num_opt("--stack-cap (bytes)", optarg, 0, MAX_STACK_CAP);
+			break;
+		case 't': o.top = (int)num_opt("--top", optarg, 0, INT_MAX); break;
+		case 'B': o.block = 1; break;
+		case 'H': o.heaps = optarg; break;
+		case 'v': verbose++; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	progress = verbose || isatty(2);
+	if (!strcmp(cmd, "record"))
+		return do_record(&o, argv + optind);
+	if (!strcmp(cmd, "attach") || !strcmp(cmd, "dump") || !strcmp(cmd, "detach")) {
+		int pid;
+
+		if (optind >= argc)
+			die("%s: which process? usage: heapprofctl %s PID", cmd, cmd);
+		pid = (int)num_opt("PID", argv[optind], 1, INT_MAX);
+		/* Options may also follow the pid. */
+		optind++;
+		while ((opt = getopt_long(argc, argv, "+i:o:d:vh", lo, NULL)) != -1) {
+			switch (opt) {
+			case 'i': o.interval = num_opt("-i (bytes)", optarg, 1, MAX_INTERVAL); break;
+			case 'o': o.out = out_opt(optarg); break;
+			case 'd': o.duration = (unsigned)num_opt("-d (seconds)", optarg, 0, MAX_SECS); break;
+			case 'v': verbose++; break;
+			default: usage(stderr); return 2;
+			}
+		}
+		if (!strcmp(cmd, "attach"))
+			return do_attach(pid, o.duration, o.out, o.interval, o.want);
+		return simple_request(cmd, pid);
+	}
+	if (!strcmp(cmd, "sessions"))
+		return do_sessions();
+	if (!strcmp(cmd, "stats"))
+		return hp_stats_main(getenv("HEAPPROFD_SYSFS") ? getenv("HEAPPROFD_SYSFS") : HP_SYSFS_ROOT);
+	if (!strcmp(cmd, "install-preload"))
+		return do_install_preload(1);
+	if (!strcmp(cmd, "uninstall-preload"))
+		return do_install_preload(0);
+	fprintf(stderr, "%s: unknown command '%s'\n", prog, cmd);
+	usage(stderr);
+	return 2;
+}
+
+int main(int argc, char **argv)
+{
+	int rc = run(argc, argv);
+
+	/* `heapprofctl sessions > /dev/full`: output lost is a failure. */
+	errno = 0;
+	if (fflush(stdout) || ferror(stdout)) {
+		fprintf(stderr, "%s: writing to standard output: %s\n", prog,
+			errno ? strerror(errno) : "write error");
+		return rc ? rc : 1;
+	}
+	return rc;
+}

@@ -1,0 +1,179 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * heapprofctl: the events a daemon sends back (a session started, moved,
+ * done), and the summary record prints from them.
+ */
+#include "heapprofctl.h"
+/* ------------------------------------------------------------------ */
+/* Results                                                            */
+/* ------------------------------------------------------------------ */
+
+struct result results[MAXRES];
+int nresults, nlive;
+
+struct result *result_for(int pid, unsigned long long sid)
+{
+	int i;
+
+	for (i = 0; i < nresults; i++)
+		if (results[i].pid == pid && results[i].sid == sid)
+			return &results[i];
+	if (nresults == MAXRES)
+		return NULL;
+	memset(&results[nresults], 0, sizeof(results[0]));
+	results[nresults].pid = pid;
+	results[nresults].sid = sid;
+	return &results[nresults++];
+}
+
+void record_event(const char *m)
+{
+	char kind[32], v[PATH_MAX];
+	struct result *r;
+	int pid = (int)hpc_getu(m, "pid", 0);
+
+	hpc_get(m, "kind", kind, sizeof(kind));
+	r = result_for(pid, hpc_getu(m, "session", 0));
+	if (!r)
+		return;
+	if (!strcmp(kind, "moved")) {
+		/* The pid exec'd: this earlier image's profile went elsewhere. */
+		hpc_get(m, "prefix", r->prefix, sizeof(r->prefix));
+		r->moved = 1;
+		return;
+	}
+	if (!strcmp(kind, "session")) {
+		hpc_get(m, "comm", r->comm, sizeof(r->comm));
+		hpc_get(m, "prefix", r->prefix, sizeof(r->prefix));
+		nlive++;
+		if (progress)
+			note("profiling pid %d (%s)", pid, r->comm);
+	} else if (!strcmp(kind, "done")) {
+		if (!r->comm[0])
+			hpc_get(m, "comm", r->comm, sizeof(r->comm));
+		hpc_get(m, "prefix", v, sizeof(v));
+		if (v[0])
+			snprintf(r->prefix, sizeof(r->prefix), "%s", v);
+		r->ok = (int)hpc_getu(m, "ok", 0);
+		r->records = hpc_getu(m, "records", 0);
+		hpc_get(m, "reason", r->reason, sizeof(r->reason));
+		hpc_get(m, "error", r->error, sizeof(r->error));
+		if (!r->done)
+			nlive--;
+		r->done = 1;
+	}
+}
+
+void print_top(const char *prefix, int lines)
+{
+	char path[PATH_MAX + 8], line[1024];
+	FILE *f;
+	int n = 0;
+
+	if (snprintf(path, sizeof(path), "%s.txt", prefix) >= (int)sizeof(path))
+		return;
+	f = fopen(path, "re");
+	if (!f)
+		return;
+	while (n < lines && fgets(line, sizeof(line), f)) {
+		fputs(line, stdout);
+		n++;
+	}
+	fclose(f);
+}
+
+/* The files a profile is written as: PREFIX + each of these. */
+const char *const out_ext[N_OUT_EXT] = { ".pb.gz", ".svg", ".folded", ".txt" };
+
+/*
+ * -o names a prefix; "-o prof.pb.gz" (or .svg, .folded, .txt) means the
+ * files prof.pb.gz, prof.svg, ... and not prof.pb.gz.pb.gz.
+ */
+const char *out_prefix(const char *arg)
+{
+	size_t n = strlen(arg);
+
+	for (size_t i = 0; i < N_OUT_EXT; i++) {
+		size_t e = strlen(out_ext[i]);
+		char *p;
+
+		if (n > e && !strcmp(arg + n - e, out_ext[i]) && arg[n - e - 1] != '/') {
+			p = strndup(arg, n - e);
+			if (!p)
+				die("out of memory");
+			return p;
+		}
+	}
+	return arg;
+}
+
+/*
+ * Why the daemon could not write PREFIX.*, as far as we can tell from here
+ * (a daemon that says so in its done event is believed first).
+ */
+const char *diagnose(const char *prefix, char *buf, size_t len)
+{
+	char dir[PATH_MAX];
+	struct statvfs sv;
+	char *slash;
+
+	snprintf(dir, sizeof(dir), "%s", prefix);
+	slash = strrchr(dir, '/');
+	if (slash)
+		slash == dir ? (void)(dir[1] = 0) : (void)(*slash = 0);
+	else
+		snprintf(dir, sizeof(dir), ".");
+	if (access(dir, W_OK) < 0)
+		snprintf(buf, len, "directory %.500s: %s", dir, strerror(errno));
+	else if (!statvfs(dir, &sv) && sv.f_bavail == 0)
+		snprintf(buf, len, "the file system holding %.500s is full (%s)", dir, strerror(ENOSPC));
+	else if (!statvfs(dir, &sv) && (unsigned long long)sv.f_bavail * sv.f_frsize < (1ULL << 20))
+		snprintf(buf, len, "the file system holding %.500s has only %llu KiB free: probably %s",
+			 dir, (unsigned long long)sv.f_bavail * sv.f_frsize >> 10, strerror(ENOSPC));
+	else if (!statvfs(dir, &sv) && sv.f_files && sv.f_favail == 0)
+		snprintf(buf, len, "the file system holding %.500s has no free inodes", dir);
+	else
+		snprintf(buf, len, "see the daemon's messages");
+	return buf;
+}
+
+int show_results(int top)
+{
+	int i, bad = 0;
+	size_t k;
+
+	for (i = 0; i < nresults; i++) {
+		struct result *r = &results[i];
+		char path[PATH_MAX + 16];
+
+		if (!r->done)
+			continue;
+		if (!r->ok) {
+			char why[700];
+
+			note("pid %d (%s): the profile %s.* was not written: %s", r->pid, r->comm,
+			     r->prefix, r->error[0] ? r->error : diagnose(r->prefix, why, sizeof(why)));
+			bad = 1;
+			continue;
+		}
+		if (strcmp(r->reason, "exit") && r->reason[0])
+			note("pid %d (%s): the session ended early: %s", r->pid, r->comm, r->reason);
+		printf("heapprofctl: pid %d (%s%s): %llu records; wrote", r->pid, r->comm,
+		       r->moved ? ", an image it later exec'd away from" : "", r->records);
+		for (k = 0; k < N_OUT_EXT; k++) {
+			snprintf(path, sizeof(path), "%s%s", r->prefix, out_ext[k]);
+			if (!access(path, R_OK))
+				printf(" %s", path);
+		}
+		printf("\n");
+	}
+	/* The top call sites of the main profile: the recorded pid's last image. */
+	for (i = 0; top && i < nresults; i++) {
+		if (results[i].done && results[i].ok && !results[i].moved) {
+			print_top(results[i].prefix, top);
+			break;
+		}
+	}
+	fflush(stdout);
+	return bad;
+}
