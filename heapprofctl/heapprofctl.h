@@ -146,6 +146,11 @@ int do_install_preload(int install);
 
 /* ---- report.c, symbolize.c ---- */
 int hp_report_main(int argc, char **argv);
+/* The timeline of a continuous recording (PREFIX) or of profiles (FILE...):
+ * an SVG chart and/or CSV ("-": standard output); says what it shows, or
+ * why not, as who. 0, or 1. */
+int hp_timeline_write(char *const *in, int nin, const char *svg, const char *csv, int top,
+		      const char *title, const char *who);
 int hp_symbolize_main(int argc, char **argv);
 
 #endif

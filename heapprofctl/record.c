@@ -150,6 +150,29 @@ static void child_env(const struct rec_opts *o, const struct daemon *d, int dorm
 	}
 }
 
+/*
+ * With --continuous-dump: each profile's memory over time, PREFIX.timeline.svg
+ * beside it, from PREFIX.0001.pb.gz, ... and PREFIX.pb.gz.
+ */
+static int write_timelines(void)
+{
+	int bad = 0;
+
+	for (int i = 0; i < nresults; i++) {
+		struct result *r = &results[i];
+		char svg[PATH_MAX + 16], title[96], *in[1] = { r->prefix };
+
+		if (!r->done || !r->ok)
+			continue;
+		snprintf(svg, sizeof(svg), "%s.timeline.svg", r->prefix);
+		snprintf(title, sizeof(title), "%s (pid %d)", r->comm, r->pid);
+		if (hp_timeline_write(in, 1, svg, NULL, 8, title, prog))
+			bad = 1;
+	}
+	fflush(stdout);
+	return bad;
+}
+
 int do_record(struct rec_opts *o, char **cmd)
 {
 	char prefix[PATH_MAX], req[8192], rep[MSG_MAX];
@@ -334,6 +357,8 @@ int do_record(struct rec_opts *o, char **cmd)
 		note("no profile: %s never connected to heapprofd (a static binary, a setuid program, or LD_PRELOAD was dropped)",
 		     cmd[0] ? cmd[0] : "no matching process");
 	bad = show_results(o->top);
+	if (o->continuous && write_timelines())
+		bad = 1;
 	/* The program's status; 1 when it succeeded but a profile was not written. */
 	if (child_done && WIFEXITED(child_status) && WEXITSTATUS(child_status))
 		return WEXITSTATUS(child_status);

@@ -162,6 +162,7 @@ int hp_pprof_write_out(const struct hp_prof *p, struct hp_out *o)
 	pr.period_type = &period_type;
 	pr.period = p->period;
 	pr.time_nanos = p->time_ns;
+	pr.duration_nanos = p->duration_ns;
 
 	map = calloc(p->nmaps + 1, sizeof(*map));
 	mapp = calloc(p->nmaps + 1, sizeof(*mapp));
@@ -417,6 +418,7 @@ int hp_pprof_parse(struct hp_prof *p, const uint8_t *buf, size_t len, char *why,
 		}
 	}
 	p->time_ns = pr->time_nanos;
+	p->duration_ns = pr->duration_nanos;
 	p->period = pr->period;
 	for (i = 0; i < pr->n_comment; i++)
 		if (S(pr, pr->comment[i]))

@@ -255,6 +255,11 @@ static int is_allocator(const char *n)
 	return 0;
 }
 
+int hp_frame_is_allocator(const char *name)
+{
+	return is_allocator(name);
+}
+
 int hp_text_write(const struct hp_prof *p, int top, FILE *f)
 {
 	struct hp_hmap idx = { 0 };
