@@ -753,7 +753,8 @@ int hp_timeline_svg(const struct hp_timeline *t, int top, const char *title, FIL
 		"site%s that held the most stacked, the rest as other", t->npts,
 		t->npts == 1 ? "" : "s", v.nl, v.nl == 1 ? "" : "s");
 	if (t->skipped)
-		fprintf(f, "; %zu dumps of an earlier recording left out", t->skipped);
+		fprintf(f, "; %zu dump%s of an earlier recording left out", t->skipped,
+			t->skipped == 1 ? "" : "s");
 	fputs("</text>\n", f);
 	axes(f, &sc, ymax, tmax_s, v.session);
 	if (!t->npts)
@@ -834,8 +835,8 @@ int hp_timeline_svg(const struct hp_timeline *t, int top, const char *title, FIL
 
 		fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#c0392b\" "
 			"stroke-dasharray=\"2,3\"/>\n<text class=\"peak\" x=\"%.1f\" y=\"%.1f\" "
-			"text-anchor=\"end\" style=\"font-weight:normal\">highest between dumps: %s</text>\n",
-			TL_L, y, TL_L + TL_PW, y, TL_L + TL_PW - 4, y - 4,
+			"style=\"font-weight:normal\">highest between dumps: %s</text>\n",
+			TL_L, y, TL_L + TL_PW, y, TL_L + 6, y + 14,
 			bytes_str(b1, sizeof(b1), t->peak_any));
 	}
 
