@@ -160,13 +160,12 @@ static int write_timelines(void)
 
 	for (int i = 0; i < nresults; i++) {
 		struct result *r = &results[i];
-		char svg[PATH_MAX + 16], title[96], *in[1] = { r->prefix };
+		char svg[PATH_MAX + 16], *in[1] = { r->prefix };
 
 		if (!r->done || !r->ok)
 			continue;
 		snprintf(svg, sizeof(svg), "%s.timeline.svg", r->prefix);
-		snprintf(title, sizeof(title), "%s (pid %d)", r->comm, r->pid);
-		if (hp_timeline_write(in, 1, svg, NULL, 8, title, prog))
+		if (hp_timeline_write(in, 1, svg, NULL, 8, NULL, prog))
 			bad = 1;
 	}
 	fflush(stdout);

@@ -173,7 +173,7 @@ int hp_report_main(int argc, char **argv)
 		return 1;
 	}
 	if ((tl || tl_csv) && nin && !svg && !base && !folded) {
-		rc = hp_timeline_write(in, nin, tl, tl_csv, top_set ? top : 8, in[0], "report");
+		rc = hp_timeline_write(in, nin, tl, tl_csv, top_set ? top : 8, NULL, "report");
 		free(in);
 		return rc;
 	}

@@ -198,6 +198,7 @@ struct hp_timeline {
 	struct hp_hmap idx;	/* interned name -> site index + 1 */
 	struct hp_strtab strs;
 	size_t skipped;		/* reader: dumps of another recording left out */
+	char what[128];		/* "comm (pid N)", from the first dump's comment */
 	int64_t peak_any;	/* the highest in use the dumps saw, between dumps
 				 * too (their "peak in-use bytes" comment); 0: unknown */
 };
@@ -217,7 +218,8 @@ int hp_timeline_read_prefix(struct hp_timeline *t, const char *prefix, char *why
 size_t hp_timeline_peak(const struct hp_timeline *t);
 /* "14 dumps over 1.52 s; peak 15.0 MiB in use at 1.05 s (FILE)" */
 void hp_timeline_summary(const struct hp_timeline *t, char *buf, size_t len);
-/* The chart: in-use bytes over time, the top call sites stacked. */
+/* The chart: in-use bytes over time, the top call sites stacked; title
+ * NULL: what the dumps say they are of. */
 int hp_timeline_svg(const struct hp_timeline *t, int top, const char *title, FILE *f);
 /* The same numbers as CSV: time, total, exact, the top sites, other, file. */
 int hp_timeline_csv(const struct hp_timeline *t, int top, FILE *f);

@@ -183,6 +183,13 @@ int hp_timeline_add(struct hp_timeline *t, const struct hp_prof *p, int64_t t_ns
 		t->pts[i] = t->pts[i - 1];
 	t->pts[i] = pt;
 	t->npts++;
+	for (i = 0; i < p->ncomments && !t->what[0]; i++) {
+		const char *c = strstr(p->comments[i], "profile of pid "), *e;
+
+		/* "heapprofd profile of pid 123 (comm), session 1, now" */
+		if (c && (e = strstr(c, "), ")))
+			snprintf(t->what, sizeof(t->what), "%.*s)", (int)(e - c - 11), c + 11);
+	}
 	if (books_peak(p) > t->peak_any)
 		t->peak_any = books_peak(p);
 	return 0;
@@ -744,6 +751,8 @@ int hp_timeline_svg(const struct hp_timeline *t, int top, const char *title, FIL
 	      "polygon:hover,rect.sw:hover{opacity:0.8}</style>\n"
 	      "<rect x=\"0\" y=\"0\" width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n", f);
 	fprintf(f, "<text class=\"title\" x=\"%.0f\" y=\"26\">Memory in use over time", TL_L);
+	if (!title && t->what[0])
+		title = t->what;
 	if (title && *title) {
 		fputs(": ", f);
 		esc(f, title, 120);
