@@ -102,6 +102,9 @@ static int64_t sample_site(struct hp_timeline *t, const struct hp_prof *p,
 /*
  * The client's exact bytes in use, from the dump's comment, or -1 (also
  * when it counted no allocation yet: its counters were not published).
+ * For the CSV and the points' data only: the client publishes its counters
+ * now and then, so while it runs they may lag the samples; the chart draws
+ * the samples' estimate alone.
  */
 static int64_t exact_in_use(const struct hp_prof *p)
 {
@@ -493,7 +496,7 @@ int hp_timeline_csv(const struct hp_timeline *t, int top, FILE *f)
 		return -1;
 	cols = v.nl + 1;
 	fprintf(f, "# heapprofd timeline: bytes in use at each of %zu dumps (estimated from the samples); "
-		"exact_bytes by the client's counters; the %zu call sites that held the most, then other\n",
+		"exact_bytes by the client's counters as last published (they may lag while it runs); the %zu call sites that held the most, then other\n",
 		t->npts, v.nl);
 	if (v.peak < t->npts)
 		fprintf(f, "# peak: %" PRId64 " bytes at %.3f s (%s)\n", t->pts[v.peak].total,
@@ -701,7 +704,7 @@ int hp_timeline_svg(const struct hp_timeline *t, int top, const char *title, FIL
 {
 	struct tl_view v;
 	struct scale sc = { 0 };
-	size_t i, j, cols, rows, has_exact = 0;
+	size_t i, j, cols, rows;
 	double ymax = 0, tmax_s = 0, *lo, *lo_before, height, ly;
 	char b1[32], b2[32];
 	const struct hp_tl_point *pk;
@@ -724,16 +727,12 @@ int hp_timeline_svg(const struct hp_timeline *t, int top, const char *title, FIL
 		for (j = 0; j < cols; j++)
 			stack += v.m[i * cols + j] > 0 ? (double)v.m[i * cols + j] : 0;
 		ymax = fmax(ymax, fmax(stack, fmax((double)p->total, (double)t->peak_any)));
-		if (p->exact >= 0) {
-			ymax = fmax(ymax, (double)p->exact);
-			has_exact++;
-		}
 		tmax_s = fmax(tmax_s, (double)(p->t_ns - v.t0) / 1e9);
 	}
 	if (ymax <= 0)
 		ymax = 1024;
 	sc.t0 = v.t0;
-	rows = cols + 1 + (has_exact > 1 ? 1 : 0);
+	rows = cols + 1;
 	height = TL_T + TL_PH + 60 + (rows + 1) * TL_ROW + 12;
 	pk = v.peak < t->npts ? &t->pts[v.peak] : NULL;
 
@@ -788,20 +787,11 @@ int hp_timeline_svg(const struct hp_timeline *t, int top, const char *title, FIL
 		free(l);
 	}
 
-	/* the total (and the exact figure), each dump a point to hover */
+	/* the total, each dump a point to hover */
 	if (t->npts > 1) {
 		fputs("<polyline fill=\"none\" stroke=\"#222\" stroke-width=\"1.5\" points=\"", f);
 		for (i = 0; i < t->npts; i++)
 			fprintf(f, "%.1f,%.1f ", sx(&sc, t->pts[i].t_ns), sy(&sc, (double)t->pts[i].total));
-		fputs("\"/>\n", f);
-	}
-	if (has_exact > 1) {
-		fputs("<polyline fill=\"none\" stroke=\"#000\" stroke-width=\"1.2\" "
-		      "stroke-dasharray=\"6,4\" points=\"", f);
-		for (i = 0; i < t->npts; i++)
-			if (t->pts[i].exact >= 0)
-				fprintf(f, "%.1f,%.1f ", sx(&sc, t->pts[i].t_ns),
-					sy(&sc, (double)t->pts[i].exact));
 		fputs("\"/>\n", f);
 	}
 	fputs("<g class=\"points\">\n", f);
@@ -815,8 +805,6 @@ int hp_timeline_svg(const struct hp_timeline *t, int top, const char *title, FIL
 			fprintf(f, " data-exact=\"%" PRId64 "\"", p->exact);
 		fprintf(f, "><title>%s: %s in use", secs_str(b1, sizeof(b1), (double)(p->t_ns - v.t0) / 1e9),
 			bytes_str(b2, sizeof(b2), p->total));
-		if (p->exact >= 0)
-			fprintf(f, " (exactly %s)", bytes_str(b2, sizeof(b2), p->exact));
 		fputs(" - ", f);
 		esc(f, p->label, 300);
 		fputs("</title></circle>\n", f);
@@ -875,13 +863,6 @@ int hp_timeline_svg(const struct hp_timeline *t, int top, const char *title, FIL
 	fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#222\" stroke-width=\"1.5\"/>"
 		"<text x=\"%.1f\" y=\"%.1f\">total in use (estimated from the samples), a point per dump: hover it</text>\n",
 		TL_L, ly - 4, TL_L + 14, ly - 4, TL_L + 22, ly);
-	if (has_exact > 1) {
-		ly += TL_ROW;
-		fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#000\" "
-			"stroke-dasharray=\"4,3\"/><text x=\"%.1f\" y=\"%.1f\">in use exactly, by the "
-			"client's counters (every allocation, not only the sampled ones)</text>\n",
-			TL_L, ly - 4, TL_L + 14, ly - 4, TL_L + 22, ly);
-	}
 	fputs("</svg>\n", f);
 	free(lo);
 	free(lo_before);
