@@ -666,8 +666,9 @@ void hpd_session_end(struct hpd_session *s, const char *why)
 		hpd_log(HPD_WARN, "pid %d (%s): session ended: %s", (int)s->pid, s->comm, why);
 	}
 	if (s->proc) {
-		/* With dump-at-max: PREFIX.* now and PREFIX.peak.* at the peak. */
-		rc = hpd_session_dump(s, HP_DUMP_NOW |
+		/* With dump-at-max: PREFIX.* now and PREFIX.peak.* at the peak.
+		 * The last dump may wait (bounded) for names still looked up. */
+		rc = hpd_session_dump(s, HP_DUMP_NOW | HP_DUMP_FINAL |
 				      (s->rule && s->rule->dump_at_max ? HP_DUMP_PEAK : 0),
 				      path, sizeof(path));
 		hp_proc_end(s->proc);

@@ -257,6 +257,8 @@ static struct frame *intern_frame(struct hp_books *b, const struct hp_uframe *f,
 	if (!fr)
 		return NULL;
 	fr->elf = hp_elf_ref(f->elf);
+	/* A new file's names are looked for now, off the books' path. */
+	hp_symd_prefetch(fr->elf);
 	fr->pc = f->pc;
 	fr->bias = f->bias;
 	fr->is_ip = is_ip;
@@ -584,7 +586,7 @@ struct exp {
 	struct hp_prof *p;
 	struct hp_hmap locs;	/* frame -> loc index + 1 */
 	struct hp_hmap maps;	/* (elf, bias) -> map index + 1 */
-	int symbols;
+	struct hp_symreqs *want;	/* NULL: no names */
 };
 
 static uint32_t map_of(struct exp *x, const struct frame *f)
@@ -621,36 +623,19 @@ static uint32_t loc_of(struct exp *x, const struct frame *f)
 		l.addr = 0;
 	} else if (f->elf) {
 		l.map = map_of(x, f);
-		if (x->symbols) {
-			const struct hp_sym *s = hp_symbolize(f->elf, lookup - f->bias);
-			struct hp_prof_line inl[32];
-
-			if (s) {
-				l.func = s->func;
-				l.file = s->file;
-				l.line = s->line;
-				for (s = s->caller; s && l.ninl < 32; s = s->caller) {
-					inl[l.ninl].func = s->func;
-					inl[l.ninl].file = s->file;
-					inl[l.ninl].line = s->line;
-					l.ninl++;
-				}
-				l.inl_src = inl;
-			}
-			v = hp_prof_add_loc(x->p, &l);
-			hp_hmap_put(&x->locs, (uintptr_t)f, 0, (void *)(v + 1));
-			return (uint32_t)v;
-		}
 	}
 	v = hp_prof_add_loc(x->p, &l);
 	hp_hmap_put(&x->locs, (uintptr_t)f, 0, (void *)(v + 1));
+	/* Named later, by the dump's thread: the books never wait for it. */
+	if (f->elf && x->want)
+		hp_symreqs_add(x->want, (uint32_t)v, f->elf, lookup - f->bias);
 	return (uint32_t)v;
 }
 
 void hp_books_export(struct hp_books *b, struct hp_prof *out, unsigned which,
-		     int symbols)
+		     struct hp_symreqs *want)
 {
-	struct exp x = { .p = out, .symbols = symbols };
+	struct exp x = { .p = out, .want = want };
 	uint32_t *stk = NULL;
 	size_t cap = 0;
 	int i;

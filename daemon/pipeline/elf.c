@@ -96,6 +96,7 @@ void hp_elfcache_init(struct hp_elfcache *c)
 {
 	pthread_mutex_init(&c->lock, NULL);
 	c->head = NULL;
+	c->symd = NULL;
 }
 
 void hp_elfcache_fini(struct hp_elfcache *c)

@@ -101,7 +101,9 @@ struct hp_elf {
 	pthread_mutex_t sym_lock;
 	void *dwfl;
 	void *dwmod;
-	int dwfl_state;			/* 0 untried, 1 ok, -1 failed */
+	int dwfl_state;			/* 0 untried, 1 ok, -1 failed, 2 being looked
+					 * up (symbolize.c: atomic stores) */
+	int sym_remote;			/* looked up where it may take the network */
 	struct hp_hmap syms;		/* vaddr -> struct hp_sym */
 	struct hp_strtab strs;
 	int symcache_state;		/* 0 untried, 1 in use, -1 not for this file */
@@ -112,6 +114,7 @@ struct hp_elf {
 struct hp_elfcache {
 	pthread_mutex_t lock;
 	struct hp_elf *head;
+	struct hp_symd *symd;	/* its files' symbolizer thread, or NULL */
 };
 
 void hp_elfcache_init(struct hp_elfcache *c);
@@ -141,12 +144,66 @@ int hp_parse_build_id_note(const uint8_t *p, size_t len, uint8_t *out, size_t *o
 
 /* ---- symbolize.c ------------------------------------------------------- */
 
-/* Symbolize vaddr (an ELF virtual address) in e; results cached in e. */
+/*
+ * Symbolize vaddr (an ELF virtual address) in e; results cached in e. Looks
+ * for e's debug info in the caller's thread if need be (or waits for the
+ * symbolizer thread that is looking): for tools and tests, not the daemon.
+ */
 const struct hp_sym *hp_symbolize(struct hp_elf *e, uint64_t vaddr);
+/*
+ * The same without waiting: 1 with *out (NULL: out of memory), or 0 while
+ * e's debug info is being looked for by the symbolizer thread (asked now
+ * if it was not yet).
+ */
+int hp_symbolize_try(struct hp_elf *e, uint64_t vaddr, const struct hp_sym **out);
 char *hp_demangle(const char *name);	/* malloc'd or NULL */
 void hp_symbolize_release(struct hp_elf *e);
 /* The debug roots searched for separate debug info (a ':' list). */
 const char *hp_debuginfo_roots(void);
+
+/*
+ * The symbolizer thread: looks for files' symbols and debug info (debug
+ * roots, debuginfod) one file at a time, so that nothing else waits on it.
+ * Set as an ELF cache's symd, it serves that cache's files.
+ */
+struct hp_symd;
+struct hp_symd *hp_symd_new(void);
+void hp_symd_free(struct hp_symd *sd);	/* does not wait for a download */
+/* Ask for e's debug info now (books: a file's first frame). Cheap once asked. */
+void hp_symd_prefetch(struct hp_elf *e);
+/* A deadline ms milliseconds from now, for hp_symbolize_prof. */
+uint64_t hp_symd_deadline(uint64_t ms);
+/* Each debuginfod lookup's bound (seconds) unless DEBUGINFOD_MAXTIME says. */
+#define HP_DEBUGINFOD_MAXTIME_DEFAULT	"30"
+/* Set DEBUGINFOD_MAXTIME's default: call before starting threads. */
+void hp_symbolize_setup(void);
+
+/* The addresses of a profile's locations, to be named (dumps). */
+struct hp_symreq {
+	uint32_t loc;
+	int done;
+	struct hp_elf *elf;	/* a reference */
+	uint64_t vaddr;
+};
+struct hp_symreqs {
+	struct hp_symreq *r;
+	size_t n, cap;
+};
+/* Takes a reference on e and asks for its debug info. 0 or -1. */
+int hp_symreqs_add(struct hp_symreqs *w, uint32_t loc, struct hp_elf *e, uint64_t vaddr);
+void hp_symreqs_free(struct hp_symreqs *w);
+struct hp_prof;
+/* Location loc of p named from s (and its inline chain). */
+void hp_prof_set_sym(struct hp_prof *p, uint32_t loc, const struct hp_sym *s);
+/*
+ * Name p's locations from w: those whose files are ready now, then, as
+ * files become ready, the others: files whose debug info is on this
+ * machine are waited for (at most HP_SYM_LOCAL_WAIT_MS), files that may
+ * need the network (debuginfod) until deadline (hp_symd_deadline) only.
+ * Returns how many are left unnamed (their files still being looked up).
+ */
+#define HP_SYM_LOCAL_WAIT_MS	60000
+size_t hp_symbolize_prof(struct hp_prof *p, struct hp_symreqs *w, uint64_t deadline);
 
 /* ---- symcache.c --------------------------------------------------------- */
 
@@ -155,6 +212,9 @@ const char *hp_symcache_dir(void);	/* NULL: off */
 void hp_symcache_load(struct hp_elf *e);
 void hp_symcache_note(struct hp_elf *e, uint64_t vaddr, const struct hp_sym *s);
 void hp_symcache_close(struct hp_elf *e);
+/* e's separate debug file by build id under the debug roots: 0 and its stat. */
+struct stat;
+int hp_debug_file_by_id(const struct hp_elf *e, struct stat *st);
 
 /* ---- maps.c ------------------------------------------------------------ */
 
@@ -337,8 +397,12 @@ void hp_books_alloc(struct hp_books *b, const struct heapprofd_rec_alloc *a,
 void hp_books_free_rec(struct hp_books *b, const struct heapprofd_rec_free *f);
 void hp_books_heap(struct hp_books *b, const struct heapprofd_rec_heap *h);
 /* which: HP_DUMP_NOW or HP_DUMP_PEAK */
+/*
+ * want: NULL for addresses only, else the locations to be named are added
+ * to it (hp_symbolize_prof names them later, off the books thread).
+ */
 void hp_books_export(struct hp_books *b, struct hp_prof *out, unsigned which,
-		     int symbols);
+		     struct hp_symreqs *want);
 void hp_books_stats(const struct hp_books *b, uint64_t *live, uint64_t *unmatched);
 size_t hp_books_mem(const struct hp_books *b);
 

@@ -48,6 +48,14 @@ enum job_kind {
  */
 #define HP_MAX_QUEUED_BYTES	(8ULL << 20)
 
+/*
+ * How long the final dump of a session (HP_DUMP_FINAL) waits for debug info
+ * still being looked up (a debuginfod download) before it writes those
+ * locations as addresses: $HEAPPROFD_SYMBOLIZE_WAIT_MS, else this. Other
+ * dumps do not wait: the process is running, its ring must be drained.
+ */
+#define HP_SYM_WAIT_MS_DEFAULT	5000
+
 /* Jobs handed to the books thread at once (hp_proc_flush). */
 #define HP_BOOKS_BATCH		1024
 
@@ -77,6 +85,7 @@ struct waiter {
 	unsigned which;
 	int symbols;
 	struct hp_prof now, peak;
+	struct hp_symreqs want[2];	/* now, peak: locations to name */
 };
 
 struct job {
@@ -106,6 +115,8 @@ struct queue {
 
 struct hp_pipeline {
 	int nworkers, max_frames;
+	struct hp_symd *symd;		/* names: debug info looked for off the books */
+	uint64_t sym_wait_ms;		/* a final dump's wait for it */
 	struct queue *workers;
 	struct queue books;
 	struct hp_elfcache elfs;
@@ -469,7 +480,7 @@ static void books_dump(struct job *j)
 				    (unsigned long long)pr->b.accounted);
 		hp_prof_add_comment(o, "stack reuse: %llu stacks completed from their thread's previous sample, %llu could not be (truncated)",
 				    (unsigned long long)rebuilt, (unsigned long long)missing);
-		hp_books_export(pr->books, o, whiches[i], w->symbols);
+		hp_books_export(pr->books, o, whiches[i], w->symbols ? &w->want[i] : NULL);
 	}
 	publish_stats(pr);
 }
@@ -619,6 +630,8 @@ static void q_stop(struct queue *q)
 struct hp_pipeline *hp_pipeline_new(const struct hp_pipeline_opts *o)
 {
 	struct hp_pipeline *p = calloc(1, sizeof(*p));
+	unsigned long long ms;
+	const char *env;
 	int i;
 
 	if (!p)
@@ -631,6 +644,15 @@ struct hp_pipeline *hp_pipeline_new(const struct hp_pipeline_opts *o)
 		p->max_frames = HP_MAX_FRAMES_LIMIT;
 	hp_elfcache_init(&p->elfs);
 	pthread_mutex_init(&p->lock, NULL);
+	p->sym_wait_ms = HP_SYM_WAIT_MS_DEFAULT;
+	env = getenv("HEAPPROFD_SYMBOLIZE_WAIT_MS");
+	if (env && *env && strspn(env, "0123456789") == strlen(env) && strlen(env) < 10) {
+		ms = strtoull(env, NULL, 10);
+		p->sym_wait_ms = ms;
+	}
+	hp_symbolize_setup();	/* before the threads: it sets the environment */
+	p->symd = hp_symd_new();	/* without it names are looked up at dump time */
+	p->elfs.symd = p->symd;
 	p->workers = calloc(p->nworkers, sizeof(*p->workers));
 	if (!p->workers || q_start(&p->books, p, -1, books_main))
 		goto fail;
@@ -664,6 +686,9 @@ void hp_pipeline_free(struct hp_pipeline *p)
 	for (i = 0; p->workers && i < p->nworkers; i++)
 		q_stop(&p->workers[i]);
 	q_stop(&p->books);
+	/* After the books (they ask it for files) and before the ELF cache. */
+	p->elfs.symd = NULL;
+	hp_symd_free(p->symd);
 	free(p->workers);
 	pthread_mutex_destroy(&p->lock);
 	hp_elfcache_fini(&p->elfs);
@@ -1120,6 +1145,32 @@ static int write_one(const struct hp_prof *prof, const char *prefix, const char 
 	return rc;
 }
 
+/*
+ * The dump's locations named, here (the caller's thread) rather than on the
+ * books thread. Files whose debug info is on this machine are waited for,
+ * as before; files whose debug info may come from debuginfod are waited
+ * for by a final dump up to its bound, by other dumps not at all.
+ */
+static void name_locations(struct hp_proc *pr, struct waiter *w, int final)
+{
+	uint64_t wait = final ? pr->p->sym_wait_ms : 0;
+	uint64_t deadline = hp_symd_deadline(wait);
+	struct hp_prof *outs[2] = { &w->now, &w->peak };
+	unsigned whiches[2] = { HP_DUMP_NOW, HP_DUMP_PEAK };
+
+	for (int i = 0; i < 2; i++) {
+		size_t left;
+
+		if (!(w->which & whiches[i]))
+			continue;
+		left = hp_symbolize_prof(outs[i], &w->want[i], deadline);
+		if (left)
+			hp_prof_add_comment(outs[i], "symbolization: %zu of %zu locations left unnamed: their debug info was still being looked up (debuginfod) after %llu ms; `heapprofctl symbolize` can name them later",
+					    left, w->want[i].n, (unsigned long long)wait);
+		hp_symreqs_free(&w->want[i]);
+	}
+}
+
 int hp_proc_dump(struct hp_proc *pr, const char *path_prefix, unsigned formats,
 		 unsigned which)
 {
@@ -1132,7 +1183,7 @@ int hp_proc_dump_why(struct hp_proc *pr, const char *path_prefix, unsigned forma
 	char whybuf[HP_OUT_PATH_MAX + 200] = "";
 	struct waiter w = { 0 };
 	char title[128];
-	int rc = 0;
+	int rc = 0, final = !!(which & HP_DUMP_FINAL);
 
 	if (!pr || !path_prefix)
 		return -EINVAL;
@@ -1144,6 +1195,7 @@ int hp_proc_dump_why(struct hp_proc *pr, const char *path_prefix, unsigned forma
 	rc = round_trip(pr, J_DUMP, &w);
 	if (rc)
 		return rc;
+	name_locations(pr, &w, final);
 	snprintf(title, sizeof(title), "%s (pid %d)", pr->comm, (int)pr->pid);
 	if (which & HP_DUMP_NOW)
 		rc = write_one(&w.now, path_prefix, "", formats, title, whybuf, sizeof(whybuf));

@@ -92,10 +92,14 @@ void hp_proc_set_totals(struct hp_proc *pr, const struct heapprofd_counters *cop
 #define HP_DUMP_NOW	(1U << 0)	/* current state: PREFIX.* */
 #define HP_DUMP_PEAK	(1U << 1)	/* state at the in-use peak: PREFIX.peak.* when
 					 * both are asked for, PREFIX.* otherwise */
+#define HP_DUMP_FINAL	(1U << 2)	/* the session's last dump: names still being
+					 * looked up are waited for, within a bound */
 
 /*
- * Write the profile(s). Waits until every record fed so far is accounted.
- * Returns 0 or -errno.
+ * Write the profile(s). Waits until every record fed so far is accounted;
+ * never for the network: locations in files whose debug info is still being
+ * looked up (debuginfod) stay addresses, except that a final dump waits for
+ * them up to $HEAPPROFD_SYMBOLIZE_WAIT_MS (default 5000). Returns 0 or -errno.
  */
 int hp_proc_dump(struct hp_proc *pr, const char *path_prefix, unsigned formats,
 		 unsigned which);

@@ -53,6 +53,7 @@ int hp_prof_symbolize(struct hp_prof *p, struct hp_prof_symbolized *n, FILE *war
 	size_t i;
 
 	memset(n, 0, sizeof(*n));
+	hp_symbolize_setup();	/* debuginfod lookups bounded */
 	elfs = calloc(p->nmaps + 1, sizeof(*elfs));
 	if (!elfs)
 		return -ENOMEM;
@@ -86,20 +87,7 @@ int hp_prof_symbolize(struct hp_prof *p, struct hp_prof_symbolized *n, FILE *war
 			n->missing++;
 			continue;
 		}
-		l->func = hp_prof_str(p, s->func);
-		l->file = hp_prof_str(p, s->file);
-		l->line = s->line;
-		{
-			struct hp_prof_line inl[32];
-			uint32_t k = 0;
-
-			for (s = s->caller; s && k < 32; s = s->caller, k++) {
-				inl[k].func = s->func;
-				inl[k].file = s->file;
-				inl[k].line = s->line;
-			}
-			hp_prof_set_inline(p, (uint32_t)i, inl, k);
-		}
+		hp_prof_set_sym(p, (uint32_t)i, s);
 		n->done++;
 	}
 	for (i = 0; i < p->nmaps; i++)

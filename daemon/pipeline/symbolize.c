@@ -2,20 +2,42 @@
 /*
  * Symbolization with elfutils' libdwfl: one Dwfl per ELF file, reported at
  * bias 0 so module addresses are the file's own virtual addresses (the same
- * for every process that maps it). Separate debug info is found by build id
- * (/usr/lib/debug/.build-id) or debuglink through dwfl_standard_find_debuginfo;
- * no debuginfod. Results are cached per file and address; C++ names are
- * demangled with the C++ runtime's __cxa_demangle.
+ * for every process that maps it). Names come from wherever the system has
+ * them, as libdwfl finds them: the file's .symtab, else its .dynsym and its
+ * MiniDebugInfo (.gnu_debugdata, xz: libdw is built with lzma); separate
+ * debug files by build id under the debug roots or by debuglink; and, with
+ * DEBUGINFOD_URLS set, debuginfod servers (libdwfl's client, by build id).
+ * Results are cached per file and address (and on disk per build id:
+ * symcache.c); C++ names are demangled with the C++ runtime's
+ * __cxa_demangle.
+ *
+ * Finding the debug info is the slow part (a debuginfod download can take
+ * seconds), and it must never hold up the books or the drain: in the
+ * daemon the symbolizer thread (hp_symd) does it, one file at a time,
+ * bounded by DEBUGINFOD_MAXTIME. The books only ask for it (hp_symd_prefetch,
+ * as a file's first frame is seen); a dump resolves the addresses it
+ * exports against what has been found (hp_symbolize_prof), waits for files
+ * still being looked up at most until its deadline, and leaves the rest as
+ * addresses (build id + offset, for `heapprofctl symbolize`). Without a
+ * symbolizer thread (heapprofctl symbolize, tests) hp_symbolize looks up in
+ * the caller's thread.
+ *
+ * Locking: e->sym_lock guards the file's state, its results and its Dwfl
+ * once published; the slow search runs on a Dwfl of its own, unlocked, and
+ * is published when done.
  */
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <stdlib.h>
+#include <time.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
+#include <gelf.h>
 
 #include "internal.h"
 
@@ -78,7 +100,7 @@ static const Dwfl_Callbacks offline_buildid_cb = {
 	.debuginfo_path = &debuginfo_path,
 };
 
-static int open_dwfl(struct hp_elf *e)
+static int open_dwfl(struct hp_elf *e, Dwfl **dp, Dwfl_Module **modp)
 {
 	Dwfl *d;
 	Dwfl_Module *mod;
@@ -113,9 +135,56 @@ static int open_dwfl(struct hp_elf *e)
 		dwfl_end(d);
 		return -1;
 	}
+	*dp = d;
+	*modp = mod;
+	return 0;
+}
+
+/* e->dwfl_state: read without the lock by hp_symd_prefetch. */
+enum { SYM_UNTRIED = 0, SYM_OK = 1, SYM_FAILED = -1, SYM_LOOKING = 2 };
+
+static int sym_state(const struct hp_elf *e)
+{
+	return __atomic_load_n(&e->dwfl_state, __ATOMIC_RELAXED);
+}
+
+static void set_sym_state(struct hp_elf *e, int st)
+{
+	__atomic_store_n(&e->dwfl_state, st, __ATOMIC_RELAXED);
+}
+
+/*
+ * Open e's Dwfl and find its symbols and debug info now: this is where
+ * libdwfl searches the debug roots and asks debuginfod. Called with e's
+ * state SYM_LOOKING and without e->sym_lock; publishes the result.
+ */
+static void open_elf(struct hp_elf *e)
+{
+	Dwfl *d = NULL;
+	Dwfl_Module *mod = NULL;
+	int cached;
+
+	pthread_mutex_lock(&e->sym_lock);
+	if (!e->symcache_state)
+		hp_symcache_load(e);
+	cached = e->symcache_state > 0;
+	pthread_mutex_unlock(&e->sym_lock);
+	if (!open_dwfl(e, &d, &mod)) {
+		Dwarf_Addr bias;
+
+		/* The symbol table (.symtab, or .dynsym with MiniDebugInfo,
+		 * or the debug file's) and the DWARF. A file whose debug file
+		 * the symbol cache stands for is known to be local: its DWARF
+		 * is opened (and inflated) only if a lookup needs it. */
+		dwfl_module_getsymtab(mod);
+		if (!cached)
+			dwfl_module_getdwarf(mod, &bias);
+	}
+	pthread_mutex_lock(&e->sym_lock);
 	e->dwfl = d;
 	e->dwmod = mod;
-	return 0;
+	set_sym_state(e, d ? SYM_OK : SYM_FAILED);
+	pthread_mutex_unlock(&e->sym_lock);
 }
 
 void hp_symbolize_release(struct hp_elf *e)
@@ -124,6 +193,7 @@ void hp_symbolize_release(struct hp_elf *e)
 		dwfl_end(e->dwfl);
 	e->dwfl = NULL;
 	e->dwmod = NULL;
+	set_sym_state(e, SYM_UNTRIED);
 }
 
 /* A DIE's function name (through abstract origins), demangled, interned. */
@@ -209,6 +279,7 @@ static void add_inline_chain(struct hp_elf *e, Dwfl_Module *mod, GElf_Addr a,
 	free(scopes);
 }
 
+/* Under e->sym_lock, e's state SYM_OK or SYM_FAILED, vaddr not in e->syms. */
 static const struct hp_sym *lookup(struct hp_elf *e, uint64_t vaddr)
 {
 	struct hp_sym *s;
@@ -216,18 +287,10 @@ static const struct hp_sym *lookup(struct hp_elf *e, uint64_t vaddr)
 	const char *name;
 	Dwfl_Line *line;
 
-	/* What an earlier daemon learned from this file's debug info. */
-	if (!e->symcache_state)
-		hp_symcache_load(e);
-	s = hp_hmap_get(&e->syms, vaddr, 0);
-	if (s)
-		return s;
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return NULL;
-	if (!e->dwfl_state)
-		e->dwfl_state = open_dwfl(e) ? -1 : 1;
-	if (e->dwfl_state > 0) {
+	if (e->dwfl_state == SYM_OK) {
 		GElf_Addr a = vaddr;
 		Dwfl_Module *m2;
 
@@ -266,17 +329,450 @@ static const struct hp_sym *lookup(struct hp_elf *e, uint64_t vaddr)
 		free(s);
 		return NULL;
 	}
-	if (e->dwfl_state > 0)
+	if (e->dwfl_state == SYM_OK)
 		hp_symcache_note(e, vaddr, s);
 	return s;
 }
 
-const struct hp_sym *hp_symbolize(struct hp_elf *e, uint64_t vaddr)
+/* ---- the symbolizer thread -------------------------------------------- */
+
+struct symd_req {
+	struct symd_req *next;
+	struct hp_elf *elf;	/* a reference */
+};
+
+/*
+ * Two queues, a thread each: files whose debug info is on this machine
+ * (their own DWARF, or a debug file by build id under a debug root), and
+ * files that may need debuginfod. A slow download then holds up only the
+ * files that wait for the network themselves.
+ */
+enum { SYMQ_LOCAL, SYMQ_REMOTE, SYMQ_N };
+
+struct symq {
+	struct symd_req *head, *tail;
+	int busy;		/* a search is running */
+	int started;
+	pthread_t thr;
+	struct hp_symd *sd;
+};
+
+struct hp_symd {
+	pthread_mutex_t lock;
+	pthread_cond_t work, done;
+	struct symq q[SYMQ_N];
+	uint64_t gen;		/* files finished so far */
+	int stop;		/* hp_symd_free: no more searches */
+	int abandoned;		/* ... and nobody waits: the last thread frees sd */
+	int running;		/* threads not yet gone */
+};
+
+static uint64_t now_ms(void)
 {
-	const struct hp_sym *s;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+uint64_t hp_symd_deadline(uint64_t ms)
+{
+	return now_ms() + ms;
+}
+
+static void symd_destroy(struct hp_symd *sd)
+{
+	pthread_mutex_destroy(&sd->lock);
+	pthread_cond_destroy(&sd->work);
+	pthread_cond_destroy(&sd->done);
+	free(sd);
+}
+
+static void *symd_main(void *arg)
+{
+	struct symq *q = arg;
+	struct hp_symd *sd = q->sd;
+	sigset_t all;
+
+	/* The daemon's signals are read elsewhere (signalfd). */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	pthread_mutex_lock(&sd->lock);
+	for (;;) {
+		struct symd_req *r;
+
+		while (!q->head && !sd->stop)
+			pthread_cond_wait(&sd->work, &sd->lock);
+		r = q->head;
+		if (!r)
+			break;
+		q->head = r->next;
+		if (!q->head)
+			q->tail = NULL;
+		if (sd->stop) {
+			/* Not searched: whoever asks next searches itself. */
+			pthread_mutex_unlock(&sd->lock);
+			set_sym_state(r->elf, SYM_UNTRIED);
+		} else {
+			q->busy = 1;
+			pthread_mutex_unlock(&sd->lock);
+			open_elf(r->elf);
+		}
+		pthread_mutex_lock(&sd->lock);
+		q->busy = 0;
+		if (sd->abandoned) {
+			/* The pipeline is gone (and its ELF cache): keep r. */
+			break;
+		}
+		sd->gen++;
+		pthread_cond_broadcast(&sd->done);
+		pthread_mutex_unlock(&sd->lock);
+		hp_elf_put(r->elf);
+		free(r);
+		pthread_mutex_lock(&sd->lock);
+	}
+	if (sd->abandoned && --sd->running == 0) {
+		pthread_mutex_unlock(&sd->lock);
+		symd_destroy(sd);
+		return NULL;
+	}
+	pthread_mutex_unlock(&sd->lock);
+	return NULL;
+}
+
+struct hp_symd *hp_symd_new(void)
+{
+	struct hp_symd *sd = calloc(1, sizeof(*sd));
+
+	if (!sd)
+		return NULL;
+	pthread_mutex_init(&sd->lock, NULL);
+	pthread_cond_init(&sd->work, NULL);
+	pthread_cond_init(&sd->done, NULL);
+	for (int i = 0; i < SYMQ_N; i++) {
+		sd->q[i].sd = sd;
+		if (pthread_create(&sd->q[i].thr, NULL, symd_main, &sd->q[i])) {
+			hp_symd_free(sd);
+			return NULL;
+		}
+		sd->q[i].started = 1;
+		sd->running++;
+	}
+	return sd;
+}
+
+static int symd_busy(const struct hp_symd *sd)
+{
+	for (int i = 0; i < SYMQ_N; i++)
+		if (sd->q[i].busy)
+			return 1;
+	return 0;
+}
+
+/*
+ * Stop the threads. A search still running after HP_SYMD_STOP_MS (a
+ * debuginfod download) is not waited for: its thread is left to finish it
+ * and the last one frees sd, keeping its file.
+ */
+#define HP_SYMD_STOP_MS	200
+
+void hp_symd_free(struct hp_symd *sd)
+{
+	uint64_t end = now_ms() + HP_SYMD_STOP_MS;
+	int i;
+
+	if (!sd)
+		return;
+	pthread_mutex_lock(&sd->lock);
+	sd->stop = 1;
+	pthread_cond_broadcast(&sd->work);
+	while (symd_busy(sd) && now_ms() < end) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 10 * 1000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&sd->done, &sd->lock, &ts);
+	}
+	if (symd_busy(sd)) {
+		sd->abandoned = 1;
+		for (i = 0; i < SYMQ_N; i++)
+			if (sd->q[i].started)
+				pthread_detach(sd->q[i].thr);
+		pthread_mutex_unlock(&sd->lock);
+		return;
+	}
+	pthread_mutex_unlock(&sd->lock);
+	for (i = 0; i < SYMQ_N; i++)
+		if (sd->q[i].started)
+			pthread_join(sd->q[i].thr, NULL);
+	symd_destroy(sd);
+}
+
+/* Does e carry its own DWARF (a .debug_info section)? */
+static int has_own_dwarf(const struct hp_elf *e)
+{
+	Elf *elf = elf_memory((char *)e->img, e->size);
+	Elf_Scn *scn = NULL;
+	size_t shstr;
+	int found = 0;
+
+	if (!elf)
+		return 0;
+	if (!elf_getshdrstrndx(elf, &shstr))
+		while (!found && (scn = elf_nextscn(elf, scn))) {
+			GElf_Shdr sh;
+			const char *n;
+
+			if (gelf_getshdr(scn, &sh) && sh.sh_type != SHT_NOBITS &&
+			    (n = elf_strptr(elf, shstr, sh.sh_name)) &&
+			    (!strcmp(n, ".debug_info") || !strcmp(n, ".zdebug_info")))
+				found = 1;
+		}
+	elf_end(elf);
+	return found;
+}
+
+/* Which queue: may e's search go to the network? */
+static int symq_of(const struct hp_elf *e)
+{
+	const char *urls = getenv("DEBUGINFOD_URLS");
+	struct stat st;
+
+	if (!urls || !*urls || has_own_dwarf(e) || !hp_debug_file_by_id(e, &st))
+		return SYMQ_LOCAL;
+	return SYMQ_REMOTE;
+}
+
+static struct hp_symd *symd_of(const struct hp_elf *e)
+{
+	return e->cache ? e->cache->symd : NULL;
+}
+
+/* Under e->sym_lock, e untried: hand it to the thread. 0, or -1 (none). */
+static int symd_queue(struct hp_elf *e)
+{
+	struct hp_symd *sd = symd_of(e);
+	struct symd_req *r;
+	struct symq *q;
+
+	if (!sd || !(r = calloc(1, sizeof(*r))))
+		return -1;
+	q = &sd->q[symq_of(e)];
+	pthread_mutex_lock(&sd->lock);
+	if (sd->stop) {
+		pthread_mutex_unlock(&sd->lock);
+		free(r);
+		return -1;
+	}
+	r->elf = hp_elf_ref(e);
+	set_sym_state(e, SYM_LOOKING);
+	__atomic_store_n(&e->sym_remote, q == &sd->q[SYMQ_REMOTE], __ATOMIC_RELAXED);
+	if (q->tail)
+		q->tail->next = r;
+	else
+		q->head = r;
+	q->tail = r;
+	pthread_cond_broadcast(&sd->work);
+	pthread_mutex_unlock(&sd->lock);
+	return 0;
+}
+
+void hp_symd_prefetch(struct hp_elf *e)
+{
+	if (!e || sym_state(e) != SYM_UNTRIED || !symd_of(e))
+		return;
+	pthread_mutex_lock(&e->sym_lock);
+	if (sym_state(e) == SYM_UNTRIED)
+		symd_queue(e);
+	pthread_mutex_unlock(&e->sym_lock);
+}
+
+static uint64_t symd_gen(struct hp_symd *sd)
+{
+	uint64_t g;
+
+	pthread_mutex_lock(&sd->lock);
+	g = sd->gen;
+	pthread_mutex_unlock(&sd->lock);
+	return g;
+}
+
+/* Wait until a search finishes after generation gen, or the deadline. */
+static void symd_wait(struct hp_symd *sd, uint64_t gen, uint64_t deadline)
+{
+	pthread_mutex_lock(&sd->lock);
+	while (sd->gen == gen && !sd->stop) {
+		uint64_t now = now_ms(), left;
+		struct timespec ts;
+
+		if (now >= deadline)
+			break;
+		left = deadline - now;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += (time_t)(left / 1000);
+		ts.tv_nsec += (long)(left % 1000) * 1000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&sd->done, &sd->lock, &ts);
+	}
+	pthread_mutex_unlock(&sd->lock);
+}
+
+/*
+ * vaddr in e: 1 with *out (NULL: out of memory), or 0 while e's debug info
+ * is still being looked for (wait: 1 waits for it, 0 asks the thread and
+ * returns).
+ */
+static int resolve(struct hp_elf *e, uint64_t vaddr, const struct hp_sym **out, int wait)
+{
+	struct hp_symd *sd = symd_of(e);
 
 	pthread_mutex_lock(&e->sym_lock);
-	s = lookup(e, vaddr);
+	for (;;) {
+		uint64_t gen;
+
+		/* What an earlier daemon learned from this file's debug info. */
+		if (!e->symcache_state)
+			hp_symcache_load(e);
+		*out = hp_hmap_get(&e->syms, vaddr, 0);
+		if (*out)
+			break;
+		if (e->dwfl_state == SYM_OK || e->dwfl_state == SYM_FAILED) {
+			*out = lookup(e, vaddr);
+			break;
+		}
+		if (e->dwfl_state == SYM_UNTRIED && (wait || symd_queue(e))) {
+			/* No thread to do it (or told to wait): here. */
+			set_sym_state(e, SYM_LOOKING);
+			pthread_mutex_unlock(&e->sym_lock);
+			open_elf(e);
+			pthread_mutex_lock(&e->sym_lock);
+			continue;
+		}
+		if (!wait || !sd) {
+			pthread_mutex_unlock(&e->sym_lock);
+			return 0;
+		}
+		/* The thread has it: wait for it. */
+		pthread_mutex_unlock(&e->sym_lock);
+		gen = symd_gen(sd);
+		if (sym_state(e) == SYM_LOOKING)
+			symd_wait(sd, gen, UINT64_MAX);
+		pthread_mutex_lock(&e->sym_lock);
+	}
 	pthread_mutex_unlock(&e->sym_lock);
+	return 1;
+}
+
+const struct hp_sym *hp_symbolize(struct hp_elf *e, uint64_t vaddr)
+{
+	const struct hp_sym *s = NULL;
+
+	resolve(e, vaddr, &s, 1);
 	return s;
+}
+
+int hp_symbolize_try(struct hp_elf *e, uint64_t vaddr, const struct hp_sym **out)
+{
+	return resolve(e, vaddr, out, 0);
+}
+
+/* ---- a profile's addresses --------------------------------------------- */
+
+int hp_symreqs_add(struct hp_symreqs *w, uint32_t loc, struct hp_elf *e, uint64_t vaddr)
+{
+	if (w->n == w->cap) {
+		size_t nc = w->cap ? 2 * w->cap : 64;
+		struct hp_symreq *nr = realloc(w->r, nc * sizeof(*nr));
+
+		if (!nr)
+			return -1;
+		w->r = nr;
+		w->cap = nc;
+	}
+	w->r[w->n].loc = loc;
+	w->r[w->n].elf = hp_elf_ref(e);
+	w->r[w->n].vaddr = vaddr;
+	w->r[w->n].done = 0;
+	w->n++;
+	hp_symd_prefetch(e);
+	return 0;
+}
+
+void hp_symreqs_free(struct hp_symreqs *w)
+{
+	for (size_t i = 0; i < w->n; i++)
+		hp_elf_put(w->r[i].elf);
+	free(w->r);
+	memset(w, 0, sizeof(*w));
+}
+
+void hp_prof_set_sym(struct hp_prof *p, uint32_t loc, const struct hp_sym *s)
+{
+	struct hp_prof_line inl[32];
+	struct hp_prof_loc *l;
+	uint32_t n = 0;
+
+	if (loc >= p->nlocs || !s)
+		return;
+	l = &p->locs[loc];
+	l->func = hp_prof_str(p, s->func);
+	l->file = hp_prof_str(p, s->file);
+	l->line = s->line;
+	for (s = s->caller; s && n < 32; s = s->caller, n++) {
+		inl[n].func = s->func;
+		inl[n].file = s->file;
+		inl[n].line = s->line;
+	}
+	hp_prof_set_inline(p, loc, inl, n);
+}
+
+size_t hp_symbolize_prof(struct hp_prof *p, struct hp_symreqs *w, uint64_t deadline)
+{
+	uint64_t local_end = now_ms() + HP_SYM_LOCAL_WAIT_MS;
+	size_t left;
+
+	for (;;) {
+		struct hp_symd *sd = NULL;
+		uint64_t gen = 0, now;
+		size_t local = 0;
+
+		left = 0;
+		for (size_t i = 0; i < w->n; i++) {
+			struct hp_symreq *r = &w->r[i];
+			const struct hp_sym *s;
+
+			if (r->done)
+				continue;
+			if (!sd && (sd = symd_of(r->elf)) != NULL)
+				gen = symd_gen(sd);	/* before looking: no wake-up missed */
+			if (!hp_symbolize_try(r->elf, r->vaddr, &s)) {
+				left++;
+				if (!__atomic_load_n(&r->elf->sym_remote, __ATOMIC_RELAXED))
+					local++;
+				continue;
+			}
+			r->done = 1;
+			hp_prof_set_sym(p, r->loc, s);
+		}
+		now = now_ms();
+		/* Local files are waited for (CPU and disk); the network until
+		 * the deadline only. */
+		if (!left || !sd || (now >= deadline && (!local || now >= local_end)))
+			break;
+		symd_wait(sd, gen, local ? (local_end < deadline ? deadline : local_end) : deadline);
+	}
+	return left;
+}
+
+void hp_symbolize_setup(void)
+{
+	/* Each debuginfod lookup bounded (libdebuginfod reads it per lookup). */
+	setenv("DEBUGINFOD_MAXTIME", HP_DEBUGINFOD_MAXTIME_DEFAULT, 0);
 }

@@ -111,6 +111,11 @@ const char *hp_symcache_dir(void)
  */
 static int find_debug_file(const struct hp_elf *e, struct stat *st)
 {
+	return hp_debug_file_by_id(e, st);
+}
+
+int hp_debug_file_by_id(const struct hp_elf *e, struct stat *st)
+{
 	const char *roots = hp_debuginfo_roots();
 	char hex[2 * 64 + 1], path[4096];
 	const char *r = roots;

@@ -12,6 +12,10 @@
  *                                 or, when the argument contains a '/', until the
  *                                 file STOP exists (the tests' way: no timing)
  *   known_allocs spin SECS|STOP   the same; both print "ready PID" first
+ *   known_allocs steady SECS      steady_site allocates (and frees) 16 blocks of
+ *                                 4 KiB every millisecond for SECS seconds: a
+ *                                 rate the daemon keeps up with, so any record
+ *                                 dropped is the daemon's stall
  *   known_allocs heaps            a custom heap "pool" (pool_site reports 16 MiB
  *                                 to it) beside alloc_big's 32 MiB of malloc
  *
@@ -81,6 +85,17 @@ static NOINLINE void loop_site(void)
 	void *p = touch(malloc(4096), 4096);
 
 	free(p);
+}
+
+static NOINLINE void steady_site(void)
+{
+	void *p[16];
+	int i;
+
+	for (i = 0; i < 16; i++)
+		p[i] = touch(malloc(4096), 4096);
+	for (i = 0; i < 16; i++)
+		free(p[i]);
 }
 
 static void *thread_main(void *arg)
@@ -182,6 +197,17 @@ int main(int argc, char **argv)
 			n += 1000;
 		}
 		printf("loop done %lu\n", n);
+	} else if (!strcmp(mode, "steady")) {
+		double end = now() + (argc > 2 ? atof(argv[2]) : 4);
+		unsigned long n = 0;
+		struct timespec ms = { 0, 1000000 };
+
+		while (now() < end) {
+			steady_site();
+			n += 16;
+			nanosleep(&ms, NULL);
+		}
+		printf("steady_site %lu\n", n * 4096);
 	} else {
 		fprintf(stderr, "unknown mode %s\n", mode);
 		return 2;

@@ -442,6 +442,9 @@ static int do_forged(int argc, char **argv)
 		perror("forged: maps fd");
 		return 1;
 	}
+	/* The runner's clock for the answer starts here, not while a 64 MiB
+	 * file is being written (slow in an emulated guest). */
+	out("made");
 	if (!strcmp(sock, "kernel")) {
 		struct hp_ring r;
 		uint64_t end = now_ms() + 5000;	/* the runner looks after 6 s */
