@@ -99,6 +99,9 @@ struct result {
 	char prefix[PATH_MAX];
 	int done, ok, moved;
 	unsigned long long records;
+	/* Records the client dropped (ring full), the frees among them and
+	 * the bytes of allocations the dropped samples stood for. */
+	unsigned long long dropped, dropped_frees, dropped_bytes;
 	char reason[200];
 	char error[600];	/* why writing failed, when the daemon says */
 };
@@ -127,7 +130,7 @@ struct rec_opts {
 	unsigned duration;
 	unsigned stack_cap;
 	int top;
-	int block;
+	int drop;		/* --no-block: drop records when the ring is full */
 	const char *heaps;
 };
 const char *out_opt(const char *arg);

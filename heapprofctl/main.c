@@ -14,7 +14,7 @@ static void usage(FILE *f)
 	fprintf(f,
 "usage: heapprofctl COMMAND [options]\n"
 "  record [-i BYTES] [-o PREFIX] [--dump-at-max] [--continuous-dump MS]\n"
-"         [--follow-forks] [--block] [--heaps NAME,...] [--name NAME | --all]\n"
+"         [--follow-forks] [--no-block] [--heaps NAME,...] [--name NAME | --all]\n"
 "         [-d SECS]\n"
 "         [-- COMMAND ARGS...]\n"
 "                        run COMMAND under the profiler; write PREFIX.pb.gz,\n"
@@ -50,6 +50,7 @@ static int run(int argc, char **argv)
 		{ "stack-cap", required_argument, NULL, 'S' },
 		{ "top", required_argument, NULL, 't' },
 		{ "block", no_argument, NULL, 'B' },
+		{ "no-block", no_argument, NULL, 'D' },
 		{ "heaps", required_argument, NULL, 'H' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -90,7 +91,8 @@ static int run(int argc, char **argv)
 		case 'S': o.stack_cap = (unsigned)num_opt("--stack-cap (bytes)", optarg, 0, MAX_STACK_CAP);
 			break;
 		case 't': o.top = (int)num_opt("--top", optarg, 0, INT_MAX); break;
-		case 'B': o.block = 1; break;
+		case 'B': o.drop = 0; break;	/* the default: wait for room */
+		case 'D': o.drop = 1; break;
 		case 'H': o.heaps = optarg; break;
 		case 'v': verbose++; break;
 		case 'h': usage(stdout); return 0;

@@ -130,8 +130,8 @@ static void child_env(const struct rec_opts *o, const struct daemon *d, int dorm
 		setenv("HEAPPROFD_TRANSPORT", "kernel", 1);
 	else
 		setenv("HEAPPROFD_TRANSPORT", "auto", 1);
-	if (o->block)
-		setenv("HEAPPROFD_BLOCK", "200000", 1);
+	/* The daemon's config decides; this is what the client starts with. */
+	setenv("HEAPPROFD_BLOCK", o->drop ? "0" : "100000", 1);
 	if (o->follow || dormant)
 		setenv("HEAPPROFD_FOLLOW_FORKS", "1", 1);
 	else
@@ -188,7 +188,7 @@ int do_record(struct rec_opts *o, char **cmd)
 	if (!o->interval)
 		o->interval = 4096;
 	if (o->interval == 1)
-		o->block = 1;	/* exact mode: wait for room rather than drop */
+		o->drop = 0;	/* exact mode: wait for room rather than drop */
 	if (o->out) {
 		snprintf(prefix, sizeof(prefix), "%s", o->out);
 	} else {
@@ -260,7 +260,7 @@ int do_record(struct rec_opts *o, char **cmd)
 	hpc_putu(req, sizeof(req), "follow", o->follow);
 	hpc_putu(req, sizeof(req), "interval", o->interval);
 	hpc_putu(req, sizeof(req), "stack_cap", o->stack_cap);
-	hpc_putu(req, sizeof(req), "cfg_flags", o->block ? HEAPPROFD_CFG_BLOCK : 0);
+	hpc_putu(req, sizeof(req), "drop", o->drop);
 	if (o->heaps)
 		hpc_put(req, sizeof(req), "heaps", o->heaps);
 	hpc_putu(req, sizeof(req), "dump_at_max", o->dump_at_max);

@@ -328,6 +328,10 @@ int hp_write_alloc(const void *addr, uint64_t req, uint64_t usable,
 		    (hp_cfg.flags & HEAPPROFD_CFG_BLOCK) ? hp_cfg.block_timeout_us : 0, 0);
 	if (!h) {
 		hp_self.shadow.len = 0;	/* the daemon will not see this one */
+		/* Counted as dropped (not a stop): what it stood for is lost. */
+		if (!__atomic_load_n(&hp_sess.stopped, __ATOMIC_RELAXED))
+			__atomic_fetch_add(&hp_sess.ring.cnt->est_bytes_dropped, est,
+					   __ATOMIC_RELAXED);
 		adapt();
 		return -1;
 	}

@@ -464,11 +464,17 @@ static void books_dump(struct job *j)
 					    (unsigned long long)t.free_calls,
 					    (unsigned long long)t.free_bytes,
 					    (long long)(t.alloc_bytes - t.free_bytes));
-			hp_prof_add_comment(o, "records: %llu written, %llu dropped (%llu bytes, %llu frees)",
+			hp_prof_add_comment(o, "records: %llu written, %llu dropped (%llu bytes of ring, %llu frees)",
 					    (unsigned long long)t.records_written,
 					    (unsigned long long)t.records_dropped,
 					    (unsigned long long)t.bytes_dropped,
 					    (unsigned long long)t.frees_dropped);
+			if (t.records_dropped)
+				hp_prof_add_comment(o, "WARNING: %llu records were dropped because the ring was full: %llu allocation samples standing for about %llu bytes allocated are missing, and %llu frees (their blocks still count as in use). The per-site estimates are biased by it: sites that lost samples are low, in bytes allocated and in use, by up to that much. Record with the default policy (no --no-block) or a larger ring (HEAPPROFD_RING_SIZE) for unbiased estimates.",
+						    (unsigned long long)t.records_dropped,
+						    (unsigned long long)(t.records_dropped - t.frees_dropped),
+						    (unsigned long long)t.est_bytes_dropped,
+						    (unsigned long long)t.frees_dropped);
 		}
 		hp_prof_add_comment(o, "unwinding: %llu allocation samples (%llu unwound, %llu from the memo), %llu with <= 1 frame, %llu maps rereads; %llu records in all",
 				    (unsigned long long)pr->b.allocs,

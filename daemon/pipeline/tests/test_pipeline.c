@@ -915,7 +915,8 @@ static void test_totals_and_tools(void)
 {
 	struct hp_proc *pr = self_proc(0);
 	struct heapprofd_counters c = { .alloc_calls = 7, .alloc_bytes = 7777, .free_calls = 3,
-					.free_bytes = 333, .records_dropped = 2 };
+					.free_bytes = 333, .records_dropped = 2,
+					.frees_dropped = 1, .est_bytes_dropped = 4096 };
 	char prefix[300], path[400], cmd[1200], *out;
 	int i;
 
@@ -930,6 +931,10 @@ static void test_totals_and_tools(void)
 	ok(out && strstr(out, "exact totals (client): 7 allocations, 7777 bytes") &&
 	   strstr(out, "site_a") && strstr(out, "7000"),
 	   "outputs: text table has site_a 7000 B and the client's exact totals");
+	ok(out && strstr(out, "# WARNING: 2 records were dropped because the ring was full: "
+			 "1 allocation samples standing for about 4096 bytes allocated are missing, "
+			 "and 1 frees") && strstr(out, "biased"),
+	   "outputs: drops are never silent: the text header says how many records and bytes were lost and that estimates are biased");
 	free(out);
 	snprintf(path, sizeof(path), "%s.svg", prefix);
 	out = slurp(path);
@@ -970,6 +975,8 @@ static void test_totals_and_tools(void)
 		out = slurp(outp);
 		ok(!i && out && strstr(out, "site_a") && strstr(out, "7000"),
 		   "report: reads the pprof back and prints the top call sites");
+		ok(out && strstr(out, "# WARNING: 2 records were dropped"),
+		   "report: the pprof's comments carry the drop warning");
 		free(out);
 	}
 	hp_proc_end(pr);
