@@ -191,11 +191,14 @@ static void write_config(struct hpd_session *s, const struct hpd_rule *r, int en
 		cfg->stack_cap = r && r->stack_cap ? r->stack_cap : HEAPPROFD_STACK_CAP_DEFAULT;
 		if (cfg->stack_cap > HP_STACK_CAP_MAX)
 			cfg->stack_cap = HP_STACK_CAP_MAX;
-		cfg->flags = r ? r->cfg_flags : 0;
+		/* Without a rule (system mode) too, a full ring waits for room:
+		 * dropping would bias the estimates of the sites that lost
+		 * records (client.rst, "Ring full"). */
+		cfg->flags = r ? r->cfg_flags : HEAPPROFD_CFG_BLOCK;
 		/*
-		 * How long a --block client waits for room. Interval 1 asked
-		 * for exact numbers, so it waits longer (a loaded machine, a
-		 * sanitized daemon) before a record is dropped and counted.
+		 * How long a client waits for room before it drops a record
+		 * (and counts it). Interval 1 asked for exact numbers, so it
+		 * waits longer (a loaded machine, a sanitized daemon).
 		 */
 		cfg->block_timeout_us = cfg->interval == 1 ? 2000000 : 100000;
 		memcpy(cfg->heaps_off, s->heaps_off, sizeof(cfg->heaps_off));
@@ -597,6 +600,9 @@ static void copy_totals(struct hpd_session *s)
 	if (sigsetjmp(guard_env, 0))
 		return;
 	memcpy(&c, (const void *)s->ring.cnt, sizeof(c));
+	s->drop_records = c.records_dropped;
+	s->drop_frees = c.frees_dropped;
+	s->drop_est_bytes = c.est_bytes_dropped;
 	guard_on = 0;
 	hp_proc_set_totals(s->proc, &c);
 }
@@ -680,6 +686,9 @@ void hpd_session_end(struct hpd_session *s, const char *why)
 		if (rc)
 			hpc_put(ev, sizeof(ev), "error", s->dump_error);
 		hpc_putu(ev, sizeof(ev), "records", s->records);
+		hpc_putu(ev, sizeof(ev), "dropped", s->drop_records);
+		hpc_putu(ev, sizeof(ev), "dropped_frees", s->drop_frees);
+		hpc_putu(ev, sizeof(ev), "dropped_bytes", s->drop_est_bytes);
 		hpc_put(ev, sizeof(ev), "reason", why ? why : "exit");
 		hpd_event(s->rule, ev);
 	}

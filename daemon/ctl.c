@@ -84,6 +84,10 @@ static struct hpd_rule *rule_from(const char *m, struct ctlconn *c)
 	r->interval = hpc_getu(m, "interval", 0);
 	r->stack_cap = (uint32_t)hpc_getu(m, "stack_cap", 0);
 	r->cfg_flags = (uint32_t)hpc_getu(m, "cfg_flags", 0) & HEAPPROFD_CFG_ALL;
+	/* The ring-full policy: wait (bounded) for room unless the user asked
+	 * to drop (heapprofctl record --no-block); see client.rst. */
+	if (!hpc_getu(m, "drop", 0))
+		r->cfg_flags |= HEAPPROFD_CFG_BLOCK;
 	hpc_get(m, "heaps", r->heaps, sizeof(r->heaps));
 	if (r->follow_forks)
 		r->cfg_flags |= HEAPPROFD_CFG_FOLLOW_FORKS;

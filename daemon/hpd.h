@@ -133,6 +133,8 @@ struct hpd_session {
 	uint64_t next_dump_ms;
 	unsigned dumps;
 	uint64_t records, bytes;
+	/* The client's drop counters as of the last dump (the done event). */
+	uint64_t drop_records, drop_frees, drop_est_bytes;
 	uint64_t heaps_off[4];		/* heaps the rule leaves out (config) */
 	char end_reason[160];
 	char dump_error[600];	/* why the last dump failed (hp_proc_dump_why) */

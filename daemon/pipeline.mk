@@ -20,14 +20,14 @@ PL_TDIR  := $(PL_BUILD)/tests/pipeline
 PL_CC    ?= gcc
 PL_CLANG ?= clang
 
-PL_NAMES := parse hmap elf maps unwind symbolize books prof pprof frames render numbers \
+PL_NAMES := parse hmap elf maps unwind symbolize books prof pprof frames render timeline numbers \
 	    prof_diff prof_symbolize symcache sigmask memo reuse outfile pipeline
 PIPELINE_SRCS   := $(PL_NAMES:%=$(PL_DIR)/%.c) $(PL_GEN)/profile.pb-c.c
 PIPELINE_CFLAGS := -I$(PL_ROOT)/daemon -I$(PL_GEN) \
 	$(shell pkg-config --cflags libunwind-ptrace libunwind-generic libdw libprotobuf-c zlib 2>/dev/null)
 PIPELINE_LIBS   := $(shell pkg-config --libs libunwind-ptrace libunwind-generic libunwind libdw libelf libprotobuf-c zlib 2>/dev/null || \
 		     echo -lunwind-ptrace -lunwind-generic -lunwind -ldw -lelf -lprotobuf-c -lz) \
-		   -lstdc++ -pthread
+		   -lstdc++ -lm -pthread
 PIPELINE_LIB    := $(PL_BUILD)/libhp_pipeline.a
 
 PL_WARN   := -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -pthread

@@ -99,6 +99,9 @@ struct result {
 	char prefix[PATH_MAX];
 	int done, ok, moved;
 	unsigned long long records;
+	/* Records the client dropped (ring full), the frees among them and
+	 * the bytes of allocations the dropped samples stood for. */
+	unsigned long long dropped, dropped_frees, dropped_bytes;
 	char reason[200];
 	char error[600];	/* why writing failed, when the daemon says */
 };
@@ -127,7 +130,7 @@ struct rec_opts {
 	unsigned duration;
 	unsigned stack_cap;
 	int top;
-	int block;
+	int drop;		/* --no-block: drop records when the ring is full */
 	const char *heaps;
 };
 const char *out_opt(const char *arg);
@@ -146,6 +149,11 @@ int do_install_preload(int install);
 
 /* ---- report.c, symbolize.c ---- */
 int hp_report_main(int argc, char **argv);
+/* The timeline of a continuous recording (PREFIX) or of profiles (FILE...):
+ * an SVG chart and/or CSV ("-": standard output); says what it shows, or
+ * why not, as who. 0, or 1. */
+int hp_timeline_write(char *const *in, int nin, const char *svg, const char *csv, int top,
+		      const char *title, const char *who);
 int hp_symbolize_main(int argc, char **argv);
 
 #endif

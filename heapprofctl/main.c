@@ -14,17 +14,20 @@ static void usage(FILE *f)
 	fprintf(f,
 "usage: heapprofctl COMMAND [options]\n"
 "  record [-i BYTES] [-o PREFIX] [--dump-at-max] [--continuous-dump MS]\n"
-"         [--follow-forks] [--block] [--heaps NAME,...] [--name NAME | --all]\n"
+"         [--follow-forks] [--no-block] [--heaps NAME,...] [--name NAME | --all]\n"
 "         [-d SECS]\n"
 "         [-- COMMAND ARGS...]\n"
 "                        run COMMAND under the profiler; write PREFIX.pb.gz,\n"
-"                        .svg, .folded, .txt when it exits (default out/NAME)\n"
+"                        .svg, .folded, .txt when it exits (default out/NAME);\n"
+"                        with --continuous-dump also PREFIX.timeline.svg\n"
 "  attach PID [-d SECS] [-o PREFIX] [-i BYTES]   profile a running (dormant) process\n"
 "  dump PID              write a profile of a process being profiled now\n"
 "  detach PID            stop profiling it and write its profile\n"
 "  sessions              processes the daemon knows\n"
 "  stats                 the module's statistics (/sys/kernel/heapprofd)\n"
 "  report FILE [--top N] [--svg OUT] [--folded] [--base OTHER]\n"
+"  report --timeline OUT.svg [--timeline-csv OUT.csv|-] [--top N] PREFIX|FILE...\n"
+"                        memory over time from --continuous-dump's dumps\n"
 "  symbolize FILE [-o OUT]\n"
 "  install-preload       put the dormant client into /etc/ld.so.preload\n"
 "  uninstall-preload     take it out again\n"
@@ -47,6 +50,7 @@ static int run(int argc, char **argv)
 		{ "stack-cap", required_argument, NULL, 'S' },
 		{ "top", required_argument, NULL, 't' },
 		{ "block", no_argument, NULL, 'B' },
+		{ "no-block", no_argument, NULL, 'D' },
 		{ "heaps", required_argument, NULL, 'H' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -87,7 +91,8 @@ static int run(int argc, char **argv)
 		case 'S': o.stack_cap = (unsigned)num_opt("--stack-cap (bytes)", optarg, 0, MAX_STACK_CAP);
 			break;
 		case 't': o.top = (int)num_opt("--top", optarg, 0, INT_MAX); break;
-		case 'B': o.block = 1; break;
+		case 'B': o.drop = 0; break;	/* the default: wait for room */
+		case 'D': o.drop = 1; break;
 		case 'H': o.heaps = optarg; break;
 		case 'v': verbose++; break;
 		case 'h': usage(stdout); return 0;

@@ -130,8 +130,8 @@ static void child_env(const struct rec_opts *o, const struct daemon *d, int dorm
 		setenv("HEAPPROFD_TRANSPORT", "kernel", 1);
 	else
 		setenv("HEAPPROFD_TRANSPORT", "auto", 1);
-	if (o->block)
-		setenv("HEAPPROFD_BLOCK", "200000", 1);
+	/* The daemon's config decides; this is what the client starts with. */
+	setenv("HEAPPROFD_BLOCK", o->drop ? "0" : "100000", 1);
 	if (o->follow || dormant)
 		setenv("HEAPPROFD_FOLLOW_FORKS", "1", 1);
 	else
@@ -150,6 +150,28 @@ static void child_env(const struct rec_opts *o, const struct daemon *d, int dorm
 	}
 }
 
+/*
+ * With --continuous-dump: each profile's memory over time, PREFIX.timeline.svg
+ * beside it, from PREFIX.0001.pb.gz, ... and PREFIX.pb.gz.
+ */
+static int write_timelines(void)
+{
+	int bad = 0;
+
+	for (int i = 0; i < nresults; i++) {
+		struct result *r = &results[i];
+		char svg[PATH_MAX + 16], *in[1] = { r->prefix };
+
+		if (!r->done || !r->ok)
+			continue;
+		snprintf(svg, sizeof(svg), "%s.timeline.svg", r->prefix);
+		if (hp_timeline_write(in, 1, svg, NULL, 8, NULL, prog))
+			bad = 1;
+	}
+	fflush(stdout);
+	return bad;
+}
+
 int do_record(struct rec_opts *o, char **cmd)
 {
 	char prefix[PATH_MAX], req[8192], rep[MSG_MAX];
@@ -166,7 +188,7 @@ int do_record(struct rec_opts *o, char **cmd)
 	if (!o->interval)
 		o->interval = 4096;
 	if (o->interval == 1)
-		o->block = 1;	/* exact mode: wait for room rather than drop */
+		o->drop = 0;	/* exact mode: wait for room rather than drop */
 	if (o->out) {
 		snprintf(prefix, sizeof(prefix), "%s", o->out);
 	} else {
@@ -238,7 +260,7 @@ int do_record(struct rec_opts *o, char **cmd)
 	hpc_putu(req, sizeof(req), "follow", o->follow);
 	hpc_putu(req, sizeof(req), "interval", o->interval);
 	hpc_putu(req, sizeof(req), "stack_cap", o->stack_cap);
-	hpc_putu(req, sizeof(req), "cfg_flags", o->block ? HEAPPROFD_CFG_BLOCK : 0);
+	hpc_putu(req, sizeof(req), "drop", o->drop);
 	if (o->heaps)
 		hpc_put(req, sizeof(req), "heaps", o->heaps);
 	hpc_putu(req, sizeof(req), "dump_at_max", o->dump_at_max);
@@ -334,6 +356,8 @@ int do_record(struct rec_opts *o, char **cmd)
 		note("no profile: %s never connected to heapprofd (a static binary, a setuid program, or LD_PRELOAD was dropped)",
 		     cmd[0] ? cmd[0] : "no matching process");
 	bad = show_results(o->top);
+	if (o->continuous && write_timelines())
+		bad = 1;
 	/* The program's status; 1 when it succeeded but a profile was not written. */
 	if (child_done && WIFEXITED(child_status) && WEXITSTATUS(child_status))
 		return WEXITSTATUS(child_status);

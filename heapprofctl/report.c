@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "heapprofctl.h"
 
@@ -19,7 +20,10 @@ static void usage(FILE *f)
 	fprintf(f, "usage: heapprofctl report FILE [--top N] [--svg OUT.svg] [--folded] [--base OTHER]\n"
 		   "                          [--sample-index NAME] [--title TEXT]\n"
 		   "                          [--drop-frames REGEX | --no-drop-frames]\n"
-		   "  --top N      show the N biggest call sites and functions (default 20, 0 = all)\n"
+		   "       heapprofctl report --timeline OUT.svg [--timeline-csv OUT.csv|-] [--top N]\n"
+		   "                          PREFIX | FILE...\n"
+		   "  --top N      show the N biggest call sites and functions (default 20, 0 = all;\n"
+		   "               a timeline stacks 8 by default)\n"
 		   "  --svg FILE   write a flame graph (open it in a browser)\n"
 		   "  --folded     print folded stacks instead of the tables\n"
 		   "  --base FILE  show FILE's profile subtracted (growth since then)\n"
@@ -29,14 +33,113 @@ static void usage(FILE *f)
 		   "  --title TEXT the flame graph's title (default: FILE)\n"
 		   "  --drop-frames REGEX  allocator frames to fold into their callers (pprof's\n"
 		   "               drop_frames rule; default: the profile's own expression)\n"
-		   "  --no-drop-frames     show every frame down to malloc\n");
+		   "  --no-drop-frames     show every frame down to malloc\n"
+		   "  --timeline FILE      a chart of bytes in use over time from the dumps of\n"
+		   "               `record --continuous-dump` (PREFIX.0001.pb.gz, ... and PREFIX.pb.gz)\n"
+		   "               or from the profiles given, the top call sites stacked\n"
+		   "  --timeline-csv FILE  the same numbers as CSV (- for standard output)\n");
+}
+
+/* An existing file, or the prefix of a continuous recording? */
+static int is_file(const char *a)
+{
+	struct stat st;
+
+	return !stat(a, &st) && S_ISREG(st.st_mode);
+}
+
+static int timeline_read(struct hp_timeline *t, char *const *in, int nin, char *why, size_t wl)
+{
+	int i, rc = 0;
+
+	for (i = 0; i < nin && !rc; i++) {
+		size_t n = strlen(in[i]);
+		char *pre = NULL;
+
+		/* "PREFIX.pb.gz" alone names the recording when it has numbered dumps */
+		if (nin == 1 && n > 6 && !strcmp(in[i] + n - 6, ".pb.gz") &&
+		    (pre = strndup(in[i], n - 6))) {
+			struct hp_timeline probe;
+			char w[64];
+
+			hp_timeline_init(&probe);
+			if (hp_timeline_read_prefix(&probe, pre, w, sizeof(w)) || probe.npts < 2) {
+				free(pre);
+				pre = NULL;
+			}
+			hp_timeline_free(&probe);
+		}
+		if (pre)
+			rc = hp_timeline_read_prefix(t, pre, why, wl);
+		else if (is_file(in[i]))
+			rc = hp_timeline_read_file(t, in[i], why, wl);
+		else
+			rc = hp_timeline_read_prefix(t, in[i], why, wl);
+		free(pre);
+	}
+	return rc;
+}
+
+int hp_timeline_write(char *const *in, int nin, const char *svg, const char *csv, int top,
+		      const char *title, const char *who)
+{
+	struct hp_timeline t;
+	char why[1200], sum[PATH_MAX + 200];
+	int rc = 0;
+
+	hp_timeline_init(&t);
+	if (timeline_read(&t, in, nin, why, sizeof(why))) {
+		fprintf(stderr, "%s: timeline: %s\n", who, why);
+		hp_timeline_free(&t);
+		return 1;
+	}
+	for (int k = 0; k < 2 && !rc; k++) {
+		const char *path = k ? csv : svg;
+		struct hp_out o;
+		FILE *f = NULL;
+		int w;
+
+		if (!path)
+			continue;
+		if (!strcmp(path, "-") && k) {
+			errno = 0;
+			if (hp_timeline_csv(&t, top, stdout) || fflush(stdout)) {
+				fprintf(stderr, "%s: writing to standard output: %s\n", who,
+					errno ? strerror(errno) : "write error");
+				rc = 1;
+			}
+			continue;
+		}
+		if (!hp_out_open(&o, path, 0644))
+			f = hp_out_stdio(&o);
+		w = f ? (k ? hp_timeline_csv(&t, top, f) : hp_timeline_svg(&t, top, title, f)) : 0;
+		if (f && (w || fflush(f)))
+			hp_out_fail(&o, EIO, "writing");
+		if (!f || hp_out_commit(&o)) {
+			hp_out_abort(&o);
+			fprintf(stderr, "%s: cannot write the timeline: %s\n", who, o.why);
+			rc = 1;
+		}
+	}
+	if (!rc) {
+		hp_timeline_summary(&t, sum, sizeof(sum));
+		fprintf(csv && !strcmp(csv, "-") ? stderr : stdout, "%s: timeline: %s%s%s\n", who,
+			sum, svg ? "; wrote " : "", svg ? svg : "");
+		if (t.skipped)
+			fprintf(stderr, "%s: timeline: left out %zu dumps of an earlier recording under the same prefix\n",
+				who, t.skipped);
+	}
+	hp_timeline_free(&t);
+	return rc;
 }
 
 int hp_report_main(int argc, char **argv)
 {
-	const char *file = NULL, *svg = NULL, *base = NULL;
+	const char *file = NULL, *svg = NULL, *base = NULL, *tl = NULL, *tl_csv = NULL,
+		   *extra = NULL;
 	struct hp_render_opts ro = { .metric = -1 };
-	int top = 20, folded = 0, i, rc = 0;
+	int top = 20, folded = 0, i, rc = 0, top_set = 0, nin = 0;
+	char **in = calloc((size_t)argc + 1, sizeof(*in));
 	struct hp_prof a, b, d, *show = &a;
 	char why[256];
 
@@ -46,9 +149,15 @@ int hp_report_main(int argc, char **argv)
 
 			if (hp_parse_num(argv[++i], 0, INT_MAX, &n, why, sizeof(why))) {
 				fprintf(stderr, "report: --top: %s\n", why);
+				free(in);
 				return 2;
 			}
 			top = (int)n;
+			top_set = 1;
+		} else if (!strcmp(argv[i], "--timeline") && i + 1 < argc) {
+			tl = argv[++i];
+		} else if (!strcmp(argv[i], "--timeline-csv") && i + 1 < argc) {
+			tl_csv = argv[++i];
 		} else if (!strcmp(argv[i], "--svg") && i + 1 < argc) {
 			svg = argv[++i];
 		} else if (!strcmp(argv[i], "--folded")) {
@@ -58,6 +167,7 @@ int hp_report_main(int argc, char **argv)
 			if (ro.metric < 0) {
 				fprintf(stderr, "report: --sample-index: '%s' is none of alloc_space, "
 					"inuse_space, alloc_objects, inuse_objects\n", argv[i]);
+				free(in);
 				return 2;
 			}
 		} else if (!strcmp(argv[i], "--title") && i + 1 < argc) {
@@ -68,6 +178,7 @@ int hp_report_main(int argc, char **argv)
 			ro.drop_frames = argv[++i];
 			if (hp_drop_init(&dr, NULL, ro.drop_frames, why, sizeof(why))) {
 				fprintf(stderr, "report: --drop-frames: %s\n", why);
+				free(in);
 				return 2;
 			}
 			hp_drop_free(&dr);
@@ -77,16 +188,36 @@ int hp_report_main(int argc, char **argv)
 			base = argv[++i];
 		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
 			usage(stdout);
+			free(in);
 			return 0;
-		} else if (argv[i][0] == '-' || file) {
+		} else if (argv[i][0] == '-') {
 			fprintf(stderr, "report: unexpected argument '%s'\n", argv[i]);
 			usage(stderr);
+			free(in);
 			return 2;
 		} else {
-			file = argv[i];
+			if (in)
+				in[nin] = argv[i];
+			if (nin++ == 1)
+				extra = argv[i];
+			file = file ? file : argv[i];
 		}
 	}
-	if (!file) {
+	if (!in) {
+		fprintf(stderr, "report: out of memory\n");
+		return 1;
+	}
+	if ((tl || tl_csv) && nin && !svg && !base && !folded) {
+		rc = hp_timeline_write(in, nin, tl, tl_csv, top_set ? top : 8, ro.title, "report");
+		free(in);
+		return rc;
+	}
+	free(in);
+	if (!file || nin != 1 || tl || tl_csv) {
+		if (tl || tl_csv)
+			fprintf(stderr, "report: --timeline goes with PREFIX or FILE..., not with --svg, --folded or --base\n");
+		else if (extra)
+			fprintf(stderr, "report: unexpected argument '%s'\n", extra);
 		usage(stderr);
 		return 2;
 	}

@@ -56,6 +56,9 @@ void record_event(const char *m)
 			snprintf(r->prefix, sizeof(r->prefix), "%s", v);
 		r->ok = (int)hpc_getu(m, "ok", 0);
 		r->records = hpc_getu(m, "records", 0);
+		r->dropped = hpc_getu(m, "dropped", 0);
+		r->dropped_frees = hpc_getu(m, "dropped_frees", 0);
+		r->dropped_bytes = hpc_getu(m, "dropped_bytes", 0);
 		hpc_get(m, "reason", r->reason, sizeof(r->reason));
 		hpc_get(m, "error", r->error, sizeof(r->error));
 		if (!r->done)
@@ -166,6 +169,12 @@ int show_results(int top)
 				printf(" %s", path);
 		}
 		printf("\n");
+		if (r->dropped)
+			note("pid %d (%s): WARNING: %llu records were dropped because the ring was full "
+			     "(%llu allocation samples, about %llu bytes allocated, and %llu frees): the "
+			     "per-site estimates are biased low by up to that much (see the header of %s.txt)",
+			     r->pid, r->comm, r->dropped, r->dropped - r->dropped_frees,
+			     r->dropped_bytes, r->dropped_frees, r->prefix);
 	}
 	/* The top call sites of the main profile: the recorded pid's last image. */
 	for (i = 0; top && i < nresults; i++) {

@@ -22,7 +22,8 @@
 struct hp_config hp_cfg = {
 	.interval = HEAPPROFD_INTERVAL_DEFAULT,
 	.stack_cap = HEAPPROFD_STACK_CAP_DEFAULT,
-	.block_timeout_us = 10000,
+	.flags = HEAPPROFD_CFG_BLOCK,	/* the daemon's config decides, too */
+	.block_timeout_us = 100000,
 	.ring_size = HEAPPROFD_DATA_SIZE_DEFAULT,
 	.socket_path = HP_SOCKET_DEFAULT,
 	.exit_wait_ms = -1,
@@ -168,10 +169,10 @@ void hp_config_from_env(void)
 		v = 0;
 		if (hp_parse_u64(s, &v, 0) || v > 10000000)
 			complain("HEAPPROFD_BLOCK", s, "expected a timeout in microseconds (0..10000000)");
-		else if (v) {
-			hp_cfg.flags |= HEAPPROFD_CFG_BLOCK;
+		else if (v)
 			hp_cfg.block_timeout_us = (uint32_t)v;
-		}
+		else
+			hp_cfg.flags &= ~HEAPPROFD_CFG_BLOCK;	/* 0: drop at once */
 	}
 	if (env_bool("HEAPPROFD_FOLLOW_FORKS", 0))
 		hp_cfg.flags |= HEAPPROFD_CFG_FOLLOW_FORKS;

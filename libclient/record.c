@@ -20,8 +20,12 @@ uint32_t hp_interval_gen;
 static uint64_t hp_seq;
 static unsigned hp_adapt_shift;
 static uint64_t hp_adapt_last_ns;
-/* Set after a free waited in vain: no more waiting until the ring moves. */
-static uint64_t hp_free_wait_failed_head = ~0ULL;
+/*
+ * Set after a record waited in vain for room: no more waiting until the
+ * consumer moves. A daemon that is alive but stuck (stopped, frozen in a
+ * debugger) then costs the program one bounded wait, not one per sample.
+ */
+static uint64_t hp_wait_failed_head = ~0ULL;
 
 #define HP_ADAPT_MAX_SHIFT 16
 #define HP_FREE_WAIT_US 2000
@@ -75,7 +79,7 @@ void hp_interval_reset(uint64_t base)
 void hp_record_forget(void)
 {
 	hp_adapt_shift = 0;
-	hp_free_wait_failed_head = ~0ULL;
+	hp_wait_failed_head = ~0ULL;
 }
 
 /* Adaptive mode: double the interval while the ring is over half full,
@@ -143,15 +147,12 @@ static struct heapprofd_rec_hdr *reserve(uint32_t len, uint16_t type,
 		if (!wait_us || !hp_consumer_present())
 			break;
 		head = __atomic_load_n(&r->cons->head, __ATOMIC_RELAXED);
-		if (is_free && head == __atomic_load_n(&hp_free_wait_failed_head,
-						       __ATOMIC_RELAXED))
+		if (head == __atomic_load_n(&hp_wait_failed_head, __ATOMIC_RELAXED))
 			break;
 		if (!deadline)
 			deadline = now_ns() + (uint64_t)wait_us * 1000;
 		else if (now_ns() > deadline) {
-			if (is_free)
-				__atomic_store_n(&hp_free_wait_failed_head, head,
-						 __ATOMIC_RELAXED);
+			__atomic_store_n(&hp_wait_failed_head, head, __ATOMIC_RELAXED);
 			break;
 		}
 		/* The consumer may be asleep with a full ring only if it
@@ -328,6 +329,10 @@ int hp_write_alloc(const void *addr, uint64_t req, uint64_t usable,
 		    (hp_cfg.flags & HEAPPROFD_CFG_BLOCK) ? hp_cfg.block_timeout_us : 0, 0);
 	if (!h) {
 		hp_self.shadow.len = 0;	/* the daemon will not see this one */
+		/* Counted as dropped (not a stop): what it stood for is lost. */
+		if (!__atomic_load_n(&hp_sess.stopped, __ATOMIC_RELAXED))
+			__atomic_fetch_add(&hp_sess.ring.cnt->est_bytes_dropped, est,
+					   __ATOMIC_RELAXED);
 		adapt();
 		return -1;
 	}

@@ -150,3 +150,4 @@ size_t hp_sample_frames(const struct hp_prof *p, const struct hp_prof_sample *s,
 	}
 	return n;
 }
+

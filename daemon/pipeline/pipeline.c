@@ -432,6 +432,7 @@ static void books_dump(struct job *j)
 	struct hp_prof *outs[2] = { &w->now, &w->peak };
 	unsigned whiches[2] = { HP_DUMP_NOW, HP_DUMP_PEAK };
 	struct heapprofd_counters t;
+	struct timespec now;
 	uint64_t hits = 0, misses = 0, rebuilt, missing;
 	size_t memo_bytes;
 	int have, i;
@@ -443,6 +444,7 @@ static void books_dump(struct job *j)
 	if (pr->memo)
 		hp_memo_stats(pr->memo, &hits, &misses, &memo_bytes);
 	hp_reuse_stats(pr->reuse, &rebuilt, &missing);
+	clock_gettime(CLOCK_REALTIME, &now);
 	for (i = 0; i < 2; i++) {
 		struct hp_prof *o = outs[i];
 
@@ -450,6 +452,8 @@ static void books_dump(struct job *j)
 			continue;
 		hp_prof_init(o);
 		o->time_ns = (int64_t)pr->start.tv_sec * 1000000000LL + pr->start.tv_nsec;
+		/* when this dump was taken: the timeline's x (timeline.c) */
+		o->duration_ns = ((int64_t)now.tv_sec * 1000000000LL + now.tv_nsec) - o->time_ns;
 		hp_prof_add_comment(o, "heapprofd profile of pid %d (%s), session %llu, %s",
 				    (int)pr->pid, pr->comm, (unsigned long long)pr->session_id,
 				    whiches[i] == HP_DUMP_PEAK ? "at the in-use peak" : "now");
@@ -460,11 +464,17 @@ static void books_dump(struct job *j)
 					    (unsigned long long)t.free_calls,
 					    (unsigned long long)t.free_bytes,
 					    (long long)(t.alloc_bytes - t.free_bytes));
-			hp_prof_add_comment(o, "records: %llu written, %llu dropped (%llu bytes, %llu frees)",
+			hp_prof_add_comment(o, "records: %llu written, %llu dropped (%llu bytes of ring, %llu frees)",
 					    (unsigned long long)t.records_written,
 					    (unsigned long long)t.records_dropped,
 					    (unsigned long long)t.bytes_dropped,
 					    (unsigned long long)t.frees_dropped);
+			if (t.records_dropped)
+				hp_prof_add_comment(o, "WARNING: %llu records were dropped because the ring was full: %llu allocation samples standing for about %llu bytes allocated are missing, and %llu frees (their blocks still count as in use). The per-site estimates are biased by it: sites that lost samples are low, in bytes allocated and in use, by up to that much. Record with the default policy (no --no-block) or a larger ring (HEAPPROFD_RING_SIZE) for unbiased estimates.",
+						    (unsigned long long)t.records_dropped,
+						    (unsigned long long)(t.records_dropped - t.frees_dropped),
+						    (unsigned long long)t.est_bytes_dropped,
+						    (unsigned long long)t.frees_dropped);
 		}
 		hp_prof_add_comment(o, "unwinding: %llu allocation samples (%llu unwound, %llu from the memo), %llu with <= 1 frame, %llu maps rereads; %llu records in all",
 				    (unsigned long long)pr->b.allocs,

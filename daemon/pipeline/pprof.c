@@ -158,6 +158,7 @@ int hp_pprof_write_out(const struct hp_prof *p, struct hp_out *o)
 	pr.period_type = &period_type;
 	pr.period = p->period;
 	pr.time_nanos = p->time_ns;
+	pr.duration_nanos = p->duration_ns;
 
 	map = calloc(p->nmaps + 1, sizeof(*map));
 	mapp = calloc(p->nmaps + 1, sizeof(*mapp));
@@ -413,6 +414,7 @@ int hp_pprof_parse(struct hp_prof *p, const uint8_t *buf, size_t len, char *why,
 		}
 	}
 	p->time_ns = pr->time_nanos;
+	p->duration_ns = pr->duration_nanos;
 	p->period = pr->period;
 	p->drop_frames = hp_prof_str(p, S(pr, pr->drop_frames));
 	for (i = 0; i < pr->n_comment; i++)

@@ -2,8 +2,8 @@
 /*
  * A profile as the files hold it, for the daemon's writers and for the
  * user's command (heapprofctl report, symbolize): the in-memory model
- * (prof.c), pprof read and write (pprof.c), the renderers (render.c) and
- * the frames they show (frames.c),
+ * (prof.c), pprof read and write (pprof.c), the renderers (render.c;
+ * timeline.c, memory over time) and the frames they show (frames.c),
  * differences (prof_diff.c) and offline symbolization (prof_symbolize.c).
  * The rest of the pipeline is internal.h's.
  */
@@ -129,6 +129,7 @@ struct hp_prof {
 	size_t nlines, clines;
 	int64_t time_ns, period;
 	const char *drop_frames;	/* the file's drop_frames (frames.c), or NULL */
+	int64_t duration_ns;	/* from time_ns to when the profile was taken */
 	int has_v[HP_NV];	/* reader: which values the file carried */
 	struct hp_strtab strs;
 };
@@ -202,10 +203,67 @@ void hp_drop_free(struct hp_drop *d);
  * by pprof's drop_frames rule; returns how many were written (<= max). */
 size_t hp_sample_frames(const struct hp_prof *p, const struct hp_prof_sample *s,
 			struct hp_drop *d, struct hp_frame *out, size_t max);
+/* The call site those frames name (the leaf; an unnamed one with its nearest
+ * named caller: "lib.so+0x3b50a (called from f)"), interned in p (render.c). */
+const char *hp_site_name(const struct hp_prof *p, const struct hp_frame *fr, size_t n,
+			 char *buf, size_t len);
+#define HP_MAX_FRAMES	2048	/* frames of one sample, inline ones included */
 int hp_prof_metric(const struct hp_prof *p);	/* inuse_space unless all 0 */
 /* fn's output into o's stream, not committed: 0 or -errno (o->why). */
 int hp_write_out(struct hp_out *o, int (*fn)(const struct hp_prof *, int, FILE *),
 		 const struct hp_prof *p, int arg);
+
+
+/* ---- timeline.c: memory in use over time, from a series of dumps -------- */
+
+struct hp_tl_val {
+	uint32_t site;		/* index into sites */
+	int64_t bytes;
+};
+
+struct hp_tl_point {
+	int64_t t_ns;		/* when the dump was taken (time_ns + duration_ns) */
+	int64_t session_ns;	/* the profile's time_ns: its session's start */
+	int64_t total;		/* in-use bytes, estimated from the samples */
+	int64_t exact;		/* in use by the client's exact counters, or -1 */
+	const char *label;	/* the file it came from */
+	struct hp_tl_val *v;	/* per call site */
+	size_t nv;
+};
+
+struct hp_timeline {
+	struct hp_tl_point *pts;	/* in time order */
+	size_t npts, cpts;
+	const char **sites;	/* call-site names, interned in strs */
+	size_t nsites, csites;
+	struct hp_hmap idx;	/* interned name -> site index + 1 */
+	struct hp_strtab strs;
+	size_t skipped;		/* reader: dumps of another recording left out */
+	char what[128];		/* "comm (pid N)", from the first dump's comment */
+	int64_t peak_any;	/* the highest in use the dumps saw, between dumps
+				 * too (their "peak in-use bytes" comment); 0: unknown */
+};
+
+void hp_timeline_init(struct hp_timeline *t);
+void hp_timeline_free(struct hp_timeline *t);
+/* p's in-use bytes per call site as a point at t_ns (absolute): 0 or -ENOMEM. */
+int hp_timeline_add(struct hp_timeline *t, const struct hp_prof *p, int64_t t_ns,
+		    const char *label);
+/* One pprof file, timed by its time_nanos + duration_nanos (else its mtime). */
+int hp_timeline_read_file(struct hp_timeline *t, const char *path, char *why, size_t wl);
+/* A continuous recording: PREFIX.0001.pb.gz, PREFIX.0002.pb.gz, ... and the
+ * final PREFIX.pb.gz; dumps of an earlier recording under the same prefix
+ * are left out (counted in skipped). 0 (no dump found: -ENOENT), or -errno. */
+int hp_timeline_read_prefix(struct hp_timeline *t, const char *prefix, char *why, size_t wl);
+/* The point with the most bytes in use (the first of equals); npts if none. */
+size_t hp_timeline_peak(const struct hp_timeline *t);
+/* "14 dumps over 1.52 s; peak 15.0 MiB in use at 1.05 s (FILE)" */
+void hp_timeline_summary(const struct hp_timeline *t, char *buf, size_t len);
+/* The chart: in-use bytes over time, the top call sites stacked; title
+ * NULL: what the dumps say they are of. */
+int hp_timeline_svg(const struct hp_timeline *t, int top, const char *title, FILE *f);
+/* The same numbers as CSV: time, total, exact, the top sites, other, file. */
+int hp_timeline_csv(const struct hp_timeline *t, int top, FILE *f);
 
 /* ---- prof_diff.c ------------------------------------------------------- */
 

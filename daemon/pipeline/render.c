@@ -425,8 +425,8 @@ static void aggs_free(struct aggs *t)
  * names its nearest caller that has one, so that the site reads as
  * something: "libsqlite3.so.0+0x3b50a (called from sqlite3BtreeInsert)".
  */
-static const char *site_name(const struct hp_prof *p, const struct hp_frame *fr, size_t n,
-			     char *buf, size_t len)
+const char *hp_site_name(const struct hp_prof *p, const struct hp_frame *fr, size_t n,
+			 char *buf, size_t len)
 {
 	size_t k;
 
@@ -462,7 +462,7 @@ int hp_text_write_opts(const struct hp_prof *p, const struct hp_render_opts *o, 
 	for (i = 0; i < p->nsamples; i++) {
 		const struct hp_prof_sample *s = &p->samples[i];
 		size_t n = hp_sample_frames(p, s, &d, fr, MAX_FRAMES), k;
-		const char *name = site_name(p, fr, n, buf, sizeof(buf));
+		const char *name = hp_site_name(p, fr, n, buf, sizeof(buf));
 		const char *file = n && fr[0].file ? fr[0].file : "";
 		int64_t line = n ? fr[0].line : 0;
 		const char *heap = s->heap ? s->heap : "";

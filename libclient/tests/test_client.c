@@ -1165,8 +1165,9 @@ static void t_ring_full(void)
 
 	daemon_up();
 	D.pause_all = 1;
+	/* The drop policy (HEAPPROFD_BLOCK=0; the default waits for room). */
 	rc = run_prog(argv, ENV("HEAPPROFD_INTERVAL=1", "HEAPPROFD_RING_SIZE=64K",
-				"HEAPPROFD_STACK_CAP=0"), 1, &r, NULL, NULL);
+				"HEAPPROFD_STACK_CAP=0", "HEAPPROFD_BLOCK=0"), 1, &r, NULL, NULL);
 	daemon_down();
 	memset(&c, 0, sizeof(c));
 	if (D.nsess == 1) {
@@ -1214,7 +1215,7 @@ static void t_adaptive(void)
 	daemon_up();
 	D.pause_all = 1;
 	rc = run_prog(argv, ENV("HEAPPROFD_INTERVAL=256", "HEAPPROFD_RING_SIZE=64K",
-				"HEAPPROFD_ADAPTIVE=1"), 1, &r, NULL, NULL);
+				"HEAPPROFD_ADAPTIVE=1", "HEAPPROFD_BLOCK=0"), 1, &r, NULL, NULL);
 	daemon_down();
 	if (D.nsess == 1) {
 		struct md_session *s = &D.s[0];

@@ -18,6 +18,10 @@
  *                                 dropped is the daemon's stall
  *   known_allocs heaps            a custom heap "pool" (pool_site reports 16 MiB
  *                                 to it) beside alloc_big's 32 MiB of malloc
+ *   known_allocs rise             memory that grows then is freed: 20 steps of
+ *                                 50 ms, each rise_big 512 KiB and rise_small
+ *                                 256 KiB more (15 MiB at the top), then all
+ *                                 freed and 500 ms more (the timeline's test)
  *
  * With a STOP file the program never exits on its own before the test says
  * so; a bound of STOP_SAFETY_S is only a safety net (then it exits 3 and
@@ -98,6 +102,38 @@ static NOINLINE void steady_site(void)
 		free(p[i]);
 }
 
+/* n blocks of size bytes at the caller's site, into out[] */
+static NOINLINE void rise_big(void **out, size_t n, size_t size)
+{
+	for (size_t i = 0; i < n; i++)
+		out[i] = touch(malloc(size), size);
+}
+
+static NOINLINE void rise_small(void **out, size_t n, size_t size)
+{
+	for (size_t i = 0; i < n; i++)
+		out[i] = touch(malloc(size), size);
+}
+
+static void rise(void)
+{
+	static void *big[20 * 32], *small[20 * 16];
+	struct timespec step = { 0, 50 * 1000000 }, tail = { 0, 500 * 1000000 };
+	int i;
+
+	for (i = 0; i < 20; i++) {
+		rise_big(big + i * 32, 32, 16384);
+		rise_small(small + i * 16, 16, 16384);
+		nanosleep(&step, NULL);
+	}
+	for (i = 0; i < 20 * 32; i++)
+		free(big[i]);
+	for (i = 0; i < 20 * 16; i++)
+		free(small[i]);
+	nanosleep(&tail, NULL);
+	printf("rise_big %lu\nrise_small %lu\n", 10 * MiB, 5 * MiB);
+}
+
 static void *thread_main(void *arg)
 {
 	(void)arg;
@@ -132,6 +168,8 @@ int main(int argc, char **argv)
 			pool_site(id, arena);
 		alloc_big(32 * MiB, 4096);
 		printf("pool_site %lu\nalloc_big %lu\n", 16 * MiB, 32 * MiB);
+	} else if (!strcmp(mode, "rise")) {
+		rise();
 	} else if (!strcmp(mode, "threads")) {
 		int n = argc > 2 ? atoi(argv[2]) : 4, i;
 		pthread_t t[64];

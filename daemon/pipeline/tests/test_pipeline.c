@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <gnu/libc-version.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -19,6 +20,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../../../tests/tap.h"
@@ -913,7 +915,8 @@ static void test_totals_and_tools(void)
 {
 	struct hp_proc *pr = self_proc(0);
 	struct heapprofd_counters c = { .alloc_calls = 7, .alloc_bytes = 7777, .free_calls = 3,
-					.free_bytes = 333, .records_dropped = 2 };
+					.free_bytes = 333, .records_dropped = 2,
+					.frees_dropped = 1, .est_bytes_dropped = 4096 };
 	char prefix[300], path[400], cmd[1200], *out;
 	int i;
 
@@ -928,6 +931,10 @@ static void test_totals_and_tools(void)
 	ok(out && strstr(out, "exact totals (client): 7 allocations, 7777 bytes") &&
 	   strstr(out, "site_a") && strstr(out, "7000"),
 	   "outputs: text table has site_a 7000 B and the client's exact totals");
+	ok(out && strstr(out, "# WARNING: 2 records were dropped because the ring was full: "
+			 "1 allocation samples standing for about 4096 bytes allocated are missing, "
+			 "and 1 frees") && strstr(out, "biased"),
+	   "outputs: drops are never silent: the text header says how many records and bytes were lost and that estimates are biased");
 	free(out);
 	snprintf(path, sizeof(path), "%s.svg", prefix);
 	out = slurp(path);
@@ -968,6 +975,8 @@ static void test_totals_and_tools(void)
 		out = slurp(outp);
 		ok(!i && out && strstr(out, "site_a") && strstr(out, "7000"),
 		   "report: reads the pprof back and prints the top call sites");
+		ok(out && strstr(out, "# WARNING: 2 records were dropped"),
+		   "report: the pprof's comments carry the drop warning");
 		free(out);
 	}
 	hp_proc_end(pr);
@@ -1552,6 +1561,173 @@ static int still_keep(const char *path)
 	return k;
 }
 
+/* A profile of known in-use bytes: work_a and work_b (under malloc), and
+ * nine small sites; written as a dump of session `session` taken at dt_ns. */
+static int tl_dump(const char *path, int64_t session, int64_t dt_ns, int64_t a, int64_t b,
+		   int64_t tiny, int64_t exact)
+{
+	struct hp_prof p;
+	struct hp_prof_loc l = { 0 };
+	uint32_t lm, la, lb, st[2];
+	int64_t v[HP_NV] = { 0 };
+	char why[200], name[32];
+	int rc;
+
+	hp_prof_init(&p);
+	p.time_ns = session;
+	p.duration_ns = dt_ns;
+	if (exact >= 0)
+		hp_prof_add_comment(&p, "exact totals (client): 9 allocations, 1 bytes; 1 frees, 1 bytes; in use %lld bytes",
+				    (long long)exact);
+	hp_prof_add_comment(&p, "peak in-use bytes (estimated): 8000");
+	l.func = hp_prof_str(&p, "malloc");
+	l.addr = 1;
+	lm = hp_prof_add_loc(&p, &l);
+	l.func = hp_prof_str(&p, "work_a");
+	l.addr = 2;
+	la = hp_prof_add_loc(&p, &l);
+	l.func = hp_prof_str(&p, "work_b");
+	l.addr = 3;
+	lb = hp_prof_add_loc(&p, &l);
+	st[0] = lm;
+	st[1] = la;
+	v[HP_V_INUSE_SPACE] = a;
+	v[HP_V_ALLOC_SPACE] = a + 1;
+	hp_prof_add_sample(&p, st, 2, v, NULL);
+	st[1] = lb;
+	v[HP_V_INUSE_SPACE] = b;
+	hp_prof_add_sample(&p, st, 2, v, NULL);
+	for (int i = 0; i < 9; i++) {
+		snprintf(name, sizeof(name), "tiny_%d", i);
+		l.func = hp_prof_str(&p, name);
+		l.addr = 10 + (uint64_t)i;
+		st[0] = hp_prof_add_loc(&p, &l);
+		v[HP_V_INUSE_SPACE] = tiny;
+		hp_prof_add_sample(&p, st, 1, v, NULL);
+	}
+	rc = hp_pprof_write(&p, path, why, sizeof(why));
+	if (rc)
+		diag("timeline: writing %s: %s", path, why);
+	hp_prof_free(&p);
+	return rc;
+}
+
+static void test_timeline(void)
+{
+	const int64_t s0 = 1700000000LL * 1000000000LL, ms = 1000000;
+	/* in use per dump: work_a, work_b, each of nine tiny sites */
+	static const int64_t want[4][3] = { { 1000, 4000, 10 }, { 3000, 3000, 10 },
+					    { 6000, 1000, 10 }, { 0, 500, 10 } };
+	struct hp_timeline t;
+	char prefix[300], path[400], why[200], line[256], *out;
+	int rc = 0, i, rows = 0, good = 0;
+	FILE *f;
+
+	snprintf(prefix, sizeof(prefix), "%s/tl", tmpdir);
+	for (i = 0; i < 4 && !rc; i++) {
+		snprintf(path, sizeof(path), "%s.%04d.pb.gz", prefix, i + 1);
+		rc = tl_dump(path, s0, (i + 1) * 100 * ms, want[i][0], want[i][1], want[i][2],
+			     i ? -1 : 5100);
+	}
+	/* an earlier, longer recording's dump under the same prefix */
+	snprintf(path, sizeof(path), "%s.0005.pb.gz", prefix);
+	rc = rc ? rc : tl_dump(path, s0 - 60000 * ms, 500 * ms, 99999, 0, 0, -1);
+	hp_timeline_init(&t);
+	rc = rc ? rc : hp_timeline_read_prefix(&t, prefix, why, sizeof(why));
+	ok(!rc && t.npts == 4 && t.skipped == 1,
+	   "timeline: reads PREFIX.0001..0004.pb.gz, leaves out an earlier recording's dump (%zu, %zu)",
+	   t.npts, t.skipped);
+	ok(t.npts == 4 && hp_timeline_peak(&t) == 2 && t.pts[2].total == 7090 && t.peak_any == 8000,
+	   "timeline: the peak is the third dump, 7090 bytes; 8000 between dumps");
+
+	snprintf(path, sizeof(path), "%s/tl.csv", tmpdir);
+	f = fopen(path, "w");
+	rc = rc || !f ? -1 : hp_timeline_csv(&t, 2, f);
+	if (f)
+		fclose(f);
+	f = rc ? NULL : fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f)) {
+		double ts;
+		long long tot, a, b, other;
+		char exact[32] = "";
+		int n;
+
+		if (line[0] == '#')
+			continue;
+		if (!rows++) {
+			good += !strncmp(line, "time_s,total_bytes,exact_bytes,work_a,work_b,other,file", 55);
+			continue;
+		}
+		n = sscanf(line, "%lf,%lld,%31[0-9]", &ts, &tot, exact);
+		if (n < 2 || rows - 2 >= 4)
+			continue;
+		/* after the exact column (may be empty): a, b, other */
+		{
+			const char *c = strchr(strchr(line, ',') + 1, ',') + 1;
+
+			if (sscanf(c, "%*[0-9],%lld,%lld,%lld", &a, &b, &other) != 3 &&
+			    sscanf(c, ",%lld,%lld,%lld", &a, &b, &other) != 3)
+				continue;
+		}
+		i = rows - 2;
+		good += fabs(ts - 0.1 * (i + 1)) < 1e-6 &&
+			tot == want[i][0] + want[i][1] + 9 * want[i][2] &&
+			a == want[i][0] && b == want[i][1] && other == 9 * want[i][2] &&
+			(i ? !exact[0] : !strcmp(exact, "5100"));
+	}
+	if (f)
+		fclose(f);
+	ok(!rc && rows == 5 && good == 5,
+	   "timeline: CSV per dump: time, total, exact, work_a and work_b (not malloc), other = the nine small sites (%d rows, %d right)",
+	   rows, good);
+	if (good != 5 && (out = slurp(path))) {
+		diag("%s", out);
+		free(out);
+	}
+
+	snprintf(path, sizeof(path), "%s/tl.svg", tmpdir);
+	f = fopen(path, "w");
+	rc = rc || !f ? -1 : hp_timeline_svg(&t, 2, "test <run>", f);
+	if (f)
+		fclose(f);
+	out = rc ? NULL : slurp(path);
+	ok(out && strstr(out, "data-points=\"4\"") && strstr(out, "data-peak-bytes=\"7090\"") &&
+	   strstr(out, "data-peak-t-ns=\"300000000\"") && strstr(out, "data-total=\"5090\"") &&
+	   strstr(out, "data-total=\"6090\"") && strstr(out, "data-total=\"590\"") &&
+	   strstr(out, "data-exact=\"5100\""),
+	   "timeline: the SVG's points carry the dumps' totals and the peak (7090 B at 300 ms)");
+	ok(out && strstr(out, "peak 6.92 KiB at 0.30 s") && strstr(out, ">work_a<") &&
+	   strstr(out, ">work_b<") && strstr(out, ">other call sites<") &&
+	   strstr(out, "test &lt;run&gt;") && strstr(out, "highest between dumps: 7.81 KiB") &&
+	   !strstr(out, ">malloc<") && strstr(out, "</svg>"),
+	   "timeline: the SVG marks the peak, names the sites and other in its legend, escapes the title");
+	free(out);
+	hp_timeline_free(&t);
+
+	/* The daemon's own dumps say when they were taken. */
+	{
+		struct hp_proc *pr = self_proc(0);
+		struct timespec d = { 0, 30 * ms };
+
+		snprintf(prefix, sizeof(prefix), "%s/tlproc", tmpdir);
+		snprintf(path, sizeof(path), "%s.0001", prefix);
+		feed_alloc(pr, site_a, 0x100, 1000, 1);
+		rc = hp_proc_dump(pr, path, HP_OUT_PPROF, HP_DUMP_NOW);
+		nanosleep(&d, NULL);
+		feed_alloc(pr, site_b, 0x200, 2000, 2);
+		snprintf(path, sizeof(path), "%s.0002", prefix);
+		rc = rc ? rc : hp_proc_dump(pr, path, HP_OUT_PPROF, HP_DUMP_NOW);
+		hp_timeline_init(&t);
+		rc = rc ? rc : hp_timeline_read_prefix(&t, prefix, why, sizeof(why));
+		ok(!rc && t.npts == 2 && t.pts[0].total == 1000 && t.pts[1].total == 3000 &&
+		   t.pts[1].t_ns - t.pts[0].t_ns >= 30 * ms && t.pts[0].t_ns > t.pts[0].session_ns &&
+		   t.pts[0].session_ns == t.pts[1].session_ns,
+		   "timeline: dumps carry their session's start and when they were taken (duration_nanos)");
+		hp_timeline_free(&t);
+		hp_proc_end(pr);
+	}
+}
+
 static void test_outfile(void)
 {
 	char d[300], v[400], fin[400], alt[400], why[HP_OUT_PATH_MAX + 200];
@@ -1872,6 +2048,7 @@ int main(void)
 	test_symcache();
 	test_outfile();
 	test_drop_frames_and_cum();
+	test_timeline();
 	hp_pipeline_free(P);
 	ok(1, "pipeline: shuts down cleanly");
 	if (!tap_failed && !getenv("HP_KEEP")) {
