@@ -178,8 +178,10 @@ struct heapprofd_counters {
 	__u64 alloc_bytes;
 	__u64 free_calls;
 	__u64 free_bytes;
-	/* The estimates (est_size) of the ALLOC records among records_dropped:
-	 * the bytes of allocations missing from the profile because of drops. */
+	/*
+	 * The estimates (est_size) of the ALLOC records among records_dropped:
+	 * the bytes of allocations missing from the profile because of drops.
+	 */
 	__u64 est_bytes_dropped;
 	__u64 resv[5];
 };
