@@ -198,7 +198,7 @@ static void accept_hello(int fd, uid_t conn_uid)
 		hpd_log(HPD_WARN, "uid %u pid %d: malformed hello (%zd bytes, %d fds%s): refused",
 			(unsigned)conn_uid, (int)cred.pid, n, nfds,
 			have_cred ? "" : ", no credentials");
-		status = h.version != HP_PROTO_VERSION && n == (ssize_t)sizeof(h) ?
+		status = n == (ssize_t)sizeof(h) && h.version != HP_PROTO_VERSION ?
 			 -EPROTONOSUPPORT : -EPROTO;
 		goto bad;
 	}
