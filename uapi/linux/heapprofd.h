@@ -28,7 +28,7 @@
 #include <linux/const.h>
 
 #define HEAPPROFD_DEVICE_NAME	"heapprofd"	/* /dev/heapprofd */
-#define HEAPPROFD_ABI_VERSION	4
+#define HEAPPROFD_ABI_VERSION	5
 #define HEAPPROFD_CTL_MAGIC	0x48505244	/* "HPRD" */
 
 /*
@@ -46,9 +46,10 @@
  * copy and is always contiguous in memory. Any other offset, length,
  * PROT_EXEC or a private mapping is refused with EINVAL.
  *
- * HEAPPROFD_MMAP_KRING is reserved for a kernel-written ring (records the
- * kernel adds to a session, such as DMA-BUF exports). It is mapped read-only
- * when present; ctl->off.kring is 0 while it is absent.
+ * Records the kernel adds to a session (DMA-BUF exports and releases, ABI
+ * 5) never enter this shared memory: the consumer read(2)s them from its
+ * consumer fd (see "Kernel records" below). ctl->off.kring stays 0 and the
+ * offset HEAPPROFD_MMAP_KRING stays refused.
  */
 #define HEAPPROFD_CTL_SIZE		4096U
 #define HEAPPROFD_DATA_SIZE_MIN		(64ULL << 10)	/* 64 KiB */
@@ -269,8 +270,10 @@ enum heapprofd_rec_type {
 	HEAPPROFD_REC_FREE	= 2,	/* struct heapprofd_rec_free */
 	HEAPPROFD_REC_HEAP	= 3,	/* struct heapprofd_rec_heap */
 	HEAPPROFD_REC_MAPS	= 4,	/* struct heapprofd_rec_maps */
-	/* 0x100 and up: records the kernel writes (reserved) */
+	/* 0x100 and up: records only the kernel writes (read(2), below) */
 	HEAPPROFD_REC_KERNEL_FIRST = 0x100,
+	HEAPPROFD_REC_KLOST	= 0x100,	/* struct heapprofd_rec_klost */
+	HEAPPROFD_REC_DMABUF	= 0x101,	/* struct heapprofd_rec_dmabuf */
 };
 
 /* Register sets copied with a sample, for the unwinder. */
@@ -364,6 +367,45 @@ struct heapprofd_rec_heap {
 struct heapprofd_rec_maps {
 	struct heapprofd_rec_hdr hdr;
 	__u64 seq;
+};
+
+/*
+ * Kernel records (ABI 5). read(2) on a consumer fd returns the records the
+ * kernel queued for the session, whole records only, as many as fit in the
+ * buffer (EINVAL if the first does not fit: 64 KiB always suffices for a
+ * default stack cap), -EAGAIN when none is queued; it never blocks. poll()
+ * on the consumer fd reports EPOLLIN while kernel records are queued too.
+ * The framing is the ring's (struct heapprofd_rec_hdr, len a multiple of
+ * HEAPPROFD_REC_ALIGN) with stamp 0 and neither BUSY nor DISCARD set.
+ *
+ * A DMA-BUF the session's process exports (a DMA heap allocation, a
+ * udmabuf, a PRIME export) is sampled like an allocation of the "dmabuf"
+ * heap (HEAPPROFD_HEAP_DMABUF): with probability min(1, size / interval),
+ * est_size = size / that probability (so exact, HEAPPROFD_ALLOC_EXACT, for
+ * a buffer at least the interval). A sampled one yields a HEAPPROFD_REC_DMABUF
+ * record (what the exporter said) followed by a HEAPPROFD_REC_ALLOC record
+ * with addr = the buffer's inode number, the exporting thread's user
+ * registers and stack as it returned to user space, seq from the kernel's
+ * own per-session counter (ordering kernel records only). When the buffer
+ * is released (by whichever process drops the last reference) a
+ * HEAPPROFD_REC_FREE with the same addr and heap_id follows. The queue
+ * holds at most 4 MiB per session; what does not fit is counted and
+ * reported by the next HEAPPROFD_REC_KLOST.
+ */
+struct heapprofd_rec_klost {
+	struct heapprofd_rec_hdr hdr;
+	__u64 records;		/* kernel records dropped since the last KLOST */
+	__u64 bytes;		/* est_size of the dropped ALLOC records */
+};
+
+struct heapprofd_rec_dmabuf {
+	struct heapprofd_rec_hdr hdr;
+	__u64 seq;		/* that of the ALLOC record that follows */
+	__u64 inode;		/* the buffer's inode number */
+	__u64 size;		/* bytes */
+	__s32 exporter_pid;	/* tgid, in the initial pid namespace */
+	__u32 resv;		/* zero */
+	char exporter[32];	/* dma_buf exp_name, NUL-terminated */
 };
 
 #define HEAPPROFD_HEAP_MALLOC	0	/* "libc.malloc" */
@@ -485,6 +527,9 @@ enum heapprofd_genl_cmd {
 	HEAPPROFD_CMD_SESSION_CLOSED,	/* event: a session closed */
 	HEAPPROFD_CMD_SESSION_GET,	/* dump: one SESSION_NEW per session */
 	HEAPPROFD_CMD_SESSION_ATTACHED,	/* event: a consumer attached */
+	HEAPPROFD_CMD_DMABUF_EXPORT,	/* event: a DMA-BUF was exported */
+	HEAPPROFD_CMD_DMABUF_RELEASE,	/* event: a DMA-BUF was released */
+	HEAPPROFD_CMD_GPU_TOTAL,	/* event: a gpu_mem_total update */
 	__HEAPPROFD_CMD_MAX,
 };
 
@@ -503,9 +548,25 @@ enum heapprofd_genl_attr {
 	HEAPPROFD_A_PRODUCED_BYTES,	/* u64 */
 	HEAPPROFD_A_CONSUMED_BYTES,	/* u64 */
 	HEAPPROFD_A_DROPPED_RECORDS,	/* u64 */
+	HEAPPROFD_A_DMABUF_INODE,	/* u64 */
+	HEAPPROFD_A_DMABUF_SIZE,	/* u64, bytes */
+	HEAPPROFD_A_DMABUF_EXPORTER,	/* string, exp_name */
+	HEAPPROFD_A_GPU_ID,		/* u32 */
+	HEAPPROFD_A_GPU_SIZE,		/* u64, bytes: the new total */
+	HEAPPROFD_A_EVENTS_LOST,	/* u64: events not sent before this one */
 	__HEAPPROFD_A_MAX,
 };
 
 #define HEAPPROFD_A_MAX (__HEAPPROFD_A_MAX - 1)
+
+/*
+ * DMA-BUF and GPU events (ABI 5) go to the "events" group from process
+ * context (a work item), at most HEAPPROFD_EVENTS_PER_SEC per second
+ * (burst as much); the first event sent after a drop carries
+ * HEAPPROFD_A_EVENTS_LOST. DMABUF_EXPORT: INODE, SIZE, EXPORTER, PID (the
+ * exporter's tgid), COMM. DMABUF_RELEASE: INODE, SIZE, EXPORTER, PID (the
+ * exporter). GPU_TOTAL: GPU_ID, PID (0: the GPU's global total), GPU_SIZE.
+ */
+#define HEAPPROFD_EVENTS_PER_SEC	1000
 
 #endif /* _UAPI_LINUX_HEAPPROFD_H */
