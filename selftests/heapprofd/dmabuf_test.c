@@ -6,10 +6,10 @@
  * into the exporter's session as kernel records read(2) from the consumer
  * fd (uapi "Kernel records").
  *
- * Buffers come from the system DMA heap (/dev/dma_heap/system) or from
- * udmabuf (/dev/udmabuf with a sealed memfd), whichever the kernel has;
- * without either, or without a DMA-BUF source in the module, the tests
- * skip.
+ * Buffers come from the system DMA heap (/dev/dma_heap/system), from
+ * udmabuf (/dev/udmabuf with a sealed memfd) or from a PRIME export of a
+ * vgem dumb buffer (/dev/dri/card*), whichever the kernel has first;
+ * without any, or without a DMA-BUF source in the module, the tests skip.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -20,6 +20,7 @@
 
 #include "kselftest_harness.h"
 #include "hp_util.h"
+#include "hp_nl.h"
 
 #define DMABUF_SYSFS	HP_SYSFS "/dmabuf"
 
@@ -54,14 +55,99 @@ static int read_str(const char *path, char *buf, size_t len)
 	return 0;
 }
 
-/* Which exporter makes our buffers, and its name in sysfs. */
+/* The DRM uapi structures we use (no libdrm headers needed). */
+struct hp_drm_version {
+	int major, minor, patch;
+	size_t name_len;
+	char *name;
+	size_t date_len;
+	char *date;
+	size_t desc_len;
+	char *desc;
+};
+
+struct hp_drm_create_dumb {
+	uint32_t height, width, bpp, flags, handle, pitch;
+	uint64_t size;
+};
+
+struct hp_drm_prime_handle {
+	uint32_t handle, flags;
+	int32_t fd;
+};
+
+struct hp_drm_gem_close {
+	uint32_t handle, pad;
+};
+
+#define HP_DRM_IOCTL_VERSION	_IOWR('d', 0x00, struct hp_drm_version)
+#define HP_DRM_IOCTL_GEM_CLOSE	_IOW('d', 0x09, struct hp_drm_gem_close)
+#define HP_DRM_IOCTL_PRIME_HANDLE_TO_FD \
+	_IOWR('d', 0x2d, struct hp_drm_prime_handle)
+#define HP_DRM_IOCTL_MODE_CREATE_DUMB \
+	_IOWR('d', 0xb2, struct hp_drm_create_dumb)
+
+/* An open vgem card, or -1. */
+static int vgem_fd(void)
+{
+	static int fd = -2;
+	char path[32], name[16];
+	int i, c;
+
+	if (fd != -2)
+		return fd;
+	fd = -1;
+	for (i = 0; i < 8 && fd < 0; i++) {
+		struct hp_drm_version v = { .name_len = sizeof(name) - 1,
+					    .name = name };
+
+		snprintf(path, sizeof(path), "/dev/dri/card%d", i);
+		c = open(path, O_RDWR | O_CLOEXEC);
+		if (c < 0)
+			continue;
+		memset(name, 0, sizeof(name));
+		if (ioctl(c, HP_DRM_IOCTL_VERSION, &v) == 0 &&
+		    !strcmp(name, "vgem"))
+			fd = c;
+		else
+			close(c);
+	}
+	return fd;
+}
+
+/*
+ * Which exporter makes our buffers: its name in sysfs. A PRIME export
+ * carries the DRM core's name, "drm".
+ */
 static const char *buf_kind(void)
 {
 	if (access("/dev/dma_heap/system", R_OK) == 0)
 		return "system";
 	if (access("/dev/udmabuf", R_OK) == 0)
 		return "udmabuf";
+	if (vgem_fd() >= 0)
+		return "drm";
 	return NULL;
+}
+
+static int make_vgem_buf(size_t size)
+{
+	struct hp_drm_create_dumb c = {
+		.width = 1024, .bpp = 32, .height = size / 4096,
+	};
+	struct hp_drm_prime_handle h = { .flags = O_RDWR | O_CLOEXEC };
+	struct hp_drm_gem_close gc = { };
+	int dri = vgem_fd(), ret;
+
+	if (ioctl(dri, HP_DRM_IOCTL_MODE_CREATE_DUMB, &c))
+		return -errno;
+	h.handle = c.handle;
+	ret = ioctl(dri, HP_DRM_IOCTL_PRIME_HANDLE_TO_FD, &h);
+	ret = ret ? -errno : h.fd;
+	/* The dma-buf holds the object now: its fd is the last reference. */
+	gc.handle = c.handle;
+	ioctl(dri, HP_DRM_IOCTL_GEM_CLOSE, &gc);
+	return ret;
 }
 
 /* A new DMA-BUF of @size bytes (a page multiple); fd or -errno. */
@@ -72,6 +158,8 @@ static int __attribute__((noinline)) make_buf(size_t size)
 
 	if (!kind)
 		return -ENODEV;
+	if (!strcmp(kind, "drm"))
+		return make_vgem_buf(size);
 	if (!strcmp(kind, "system")) {
 		struct dma_heap_allocation_data a = {
 			.len = size, .fd_flags = O_RDWR | O_CLOEXEC,
@@ -134,7 +222,7 @@ static long long buf_u64(uint64_t ino, const char *file)
 	if (!dmabuf_source_active())					\
 		SKIP(return, "the module follows no DMA-BUF source");	\
 	if (!buf_kind())						\
-		SKIP(return, "no DMA heap and no udmabuf");		\
+		SKIP(return, "no DMA heap, udmabuf or vgem");		\
 } while (0)
 
 /* Buffers appear with the right size, exporter and pid, and vanish. */
@@ -462,6 +550,44 @@ TEST(no_records_while_disabled)
 	close(fd);
 	EXPECT_EQ(-EAGAIN, krec_read(ss.cfd, buf, sizeof(buf)));
 	self_session_close(&ss);
+}
+
+/* Wait for a DMA-BUF event about one buffer; 1 found, 0 timeout. */
+static int wait_buf_event(struct hp_nl *nl, uint8_t cmd, uint64_t ino,
+			  struct hp_nl_msg *m)
+{
+	int i, ret;
+
+	for (i = 0; i < 64; i++) {
+		ret = hp_nl_wait(nl, cmd, 0, m, 10000);
+		if (ret != 1 || m->inode == ino)
+			return ret;
+	}
+	return 0;
+}
+
+TEST(netlink_export_and_release_events)
+{
+	struct hp_nl_msg m;
+	struct hp_nl nl;
+	uint64_t ino;
+	int fd;
+
+	NEED_DMABUF();
+	ASSERT_EQ(0, hp_nl_open(&nl));
+	ASSERT_EQ(0, hp_nl_join_events(&nl));
+	fd = make_buf(1 << 20);
+	ASSERT_LE(0, fd);
+	ino = ino_of(fd);
+	ASSERT_EQ(1, wait_buf_event(&nl, HEAPPROFD_CMD_DMABUF_EXPORT, ino, &m));
+	EXPECT_EQ(1 << 20, m.size);
+	EXPECT_STREQ(buf_kind(), m.exporter);
+	if (m.has_pid)
+		EXPECT_EQ((uint32_t)getpid(), m.pid);
+	close(fd);
+	ASSERT_EQ(1, wait_buf_event(&nl, HEAPPROFD_CMD_DMABUF_RELEASE, ino, &m));
+	EXPECT_EQ(1 << 20, m.size);
+	close(nl.fd);
 }
 
 TEST_HARNESS_MAIN
