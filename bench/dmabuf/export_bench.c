@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The cost of DMA-BUF export and release: allocate a buffer from the
- * system DMA heap (or udmabuf) and close it, in a loop, and print the mean
- * time per pair. With --session the process first registers a heapprofd
+ * The cost of DMA-BUF export and release: make a buffer (system DMA heap,
+ * udmabuf or vgem, see hp_dmabuf.h) and close it, in a loop, and print
+ * the mean time per pair. With --session the process first registers a heapprofd
  * session, attaches to it and turns sampling on with interval 4096, so
  * every export is recorded with its user stack (the worst case), and the
  * kernel records are drained as it goes.
@@ -22,35 +22,9 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
-#include <linux/dma-heap.h>
-#include <linux/udmabuf.h>
 
 #include "../../proto/ring.h"
-
-static int heap_fd = -1, udmabuf_fd = -1;
-
-static int make_buf(size_t size)
-{
-	if (heap_fd >= 0) {
-		struct dma_heap_allocation_data a = {
-			.len = size, .fd_flags = O_RDWR | O_CLOEXEC,
-		};
-
-		return ioctl(heap_fd, DMA_HEAP_IOCTL_ALLOC, &a) ? -1 : (int)a.fd;
-	} else {
-		struct udmabuf_create c = { .flags = UDMABUF_FLAGS_CLOEXEC,
-					    .size = size };
-		int mfd = memfd_create("bench", MFD_ALLOW_SEALING), fd;
-
-		if (mfd < 0 || ftruncate(mfd, size) ||
-		    fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK))
-			return -1;
-		c.memfd = mfd;
-		fd = ioctl(udmabuf_fd, UDMABUF_CREATE, &c);
-		close(mfd);
-		return fd;
-	}
-}
+#include "../../selftests/heapprofd/hp_dmabuf.h"
 
 static uint64_t now_ns(void)
 {
@@ -81,11 +55,8 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	heap_fd = open("/dev/dma_heap/system", O_RDONLY | O_CLOEXEC);
-	if (heap_fd < 0)
-		udmabuf_fd = open("/dev/udmabuf", O_RDWR | O_CLOEXEC);
-	if (heap_fd < 0 && udmabuf_fd < 0) {
-		fprintf(stderr, "export_bench: no DMA heap and no udmabuf\n");
+	if (!buf_kind()) {
+		fprintf(stderr, "export_bench: no DMA heap, udmabuf or vgem\n");
 		return 4;
 	}
 	if (session) {
