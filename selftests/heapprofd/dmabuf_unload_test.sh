@@ -24,11 +24,19 @@ expect() { # got want what
 base=$(cat $D/buffer_count)
 fifo=/tmp/dmabuf_unload.$$
 rm -f $fifo.in && mkfifo $fifo.in
-"$HOLD" 4 65536 <$fifo.in >$fifo.out &
-holder=$!
-exec 9>$fifo.in		# keeps the holder's stdin open
-i=0
-while [ ! -s $fifo.out ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+# hold N SIZE: dmabuf_hold in the background until fd 9 is closed, back
+# once it has printed its buffers (or has exited). Its stdin must be the
+# fifo: a shell without job control gives a command started with & stdin
+# /dev/null, which would end the holder at once.
+hold() {
+	rm -f $fifo.out
+	"$HOLD" "$1" "$2" <$fifo.in >$fifo.out &
+	holder=$!
+	exec 9>$fifo.in		# keeps the holder's stdin open
+	i=0
+	while [ ! -s $fifo.out ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+}
+hold 4 65536
 if [ ! -s $fifo.out ]; then
 	wait $holder
 	[ $? = 4 ] && { echo "1..0 # SKIP no DMA heap, udmabuf or vgem"; exit 4; }
@@ -45,8 +53,10 @@ exec 9>&-		# the holder exits: its buffers are released
 wait $holder
 expect "$(cat $D/buffer_count)" 0 "their release is ignored"
 # New buffers are counted again: two held while we look, then gone.
-got=$( (sleep 3; echo) | { "$HOLD" 2 8192 >/dev/null & sleep 2; cat $D/buffer_count; wait; } )
-expect "$got" 2 "new buffers are counted again"
+hold 2 8192
+expect "$(cat $D/buffer_count)" 2 "new buffers are counted again"
+exec 9>&-
+wait $holder
 expect "$(cat $D/buffer_count)" 0 "and forgotten when released"
 rm -f $fifo.in $fifo.out
 exit $failed
