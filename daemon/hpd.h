@@ -136,6 +136,11 @@ struct hpd_session {
 	/* The client's drop counters as of the last dump (the done event). */
 	uint64_t drop_records, drop_frees, drop_est_bytes;
 	uint64_t heaps_off[4];		/* heaps the rule leaves out (config) */
+	/* Kernel records (module transport, uapi "Kernel records"). */
+	uint8_t *kbuf;			/* read(2) buffer, KREC_BUF bytes */
+	int krec_off;			/* the module has none (an older ABI) */
+	int kbad_logged;
+	uint64_t krecords, kbad;	/* fed, and left out as malformed */
 	char end_reason[160];
 	char dump_error[600];	/* why the last dump failed (hp_proc_dump_why) */
 	void *tpriv;			/* transport's state, freed at reap */
