@@ -440,12 +440,11 @@ static void heap_announced(struct hpd_session *s)
  * stalled record noted for the tick, or with the session ended.
  */
 static void drain_ring(struct hpd_session *s, int producer_gone);
-static void drain_kernel(struct hpd_session *s, int producer_gone);
 
 void hpd_session_drain(struct hpd_session *s, int producer_gone)
 {
 	drain_ring(s, producer_gone);
-	drain_kernel(s, producer_gone);
+	hpd_session_read_kernel(s, producer_gone);
 	/* What the pipeline batched goes to its books now (s->proc is NULL
 	 * if the session ended). */
 	hp_proc_flush(s->proc);
@@ -640,7 +639,7 @@ static int feed_kernel_buf(struct hpd_session *s, const uint8_t *b, size_t n)
 	return 0;
 }
 
-static void drain_kernel(struct hpd_session *s, int producer_gone)
+void hpd_session_read_kernel(struct hpd_session *s, int producer_gone)
 {
 	int reads = producer_gone ? KREC_READS_GONE : KREC_READS;
 

@@ -156,6 +156,8 @@ int hpd_session_map(struct hpd_session *s, int fd, int is_memfd,
 const char *hpd_ring_refusal(int rc);
 int hpd_session_enable(struct hpd_session *s, struct hpd_rule *r);
 void hpd_session_drain(struct hpd_session *s, int producer_gone);
+/* Module transport: read(2) the kernel's records and feed them (part of the drain). */
+void hpd_session_read_kernel(struct hpd_session *s, int producer_gone);
 int hpd_session_dump(struct hpd_session *s, unsigned which, char *path, size_t pathlen);
 void hpd_session_end(struct hpd_session *s, const char *why);
 void hpd_session_detach(struct hpd_session *s);
