@@ -595,13 +595,14 @@ static void drain_ring(struct hpd_session *s, int producer_gone)
 /*
  * Kernel records: what the module adds to the session (DMA-BUF exports and
  * releases, ABI 5), read(2) from the consumer fd, whole records, never
- * blocking. 64 KiB holds any record of a default stack cap; EINVAL means
- * the first record did not fit (a larger cap), so it is read once more
- * into a buffer of the largest record there can be. From a module without
- * kernel records read(2) fails with EINVAL or ENOSYS whatever the size:
- * the session goes on without them.
+ * blocking. The module hands out a DMABUF record and its ALLOC as one unit
+ * and copies at most a default stack cap (64 KiB) of stack, so 128 KiB
+ * holds any unit; EINVAL means the first did not fit all the same, so it
+ * is read once more into a buffer of the largest record there can be. From
+ * a module without kernel records read(2) fails with EINVAL or ENOSYS
+ * whatever the size: the session goes on without them.
  */
-#define KREC_BUF	(64U << 10)
+#define KREC_BUF	(128U << 10)
 /* Reads per drain: a flood of kernel records waits for the next turn. */
 #define KREC_READS	16
 /* Once the process is gone: its queue (4 MiB at most) is read to the end. */

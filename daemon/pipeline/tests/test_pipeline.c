@@ -1147,6 +1147,25 @@ static void test_kernel_records(void)
 		hp_proc_end(pr);
 		return;
 	}
+	{
+		char cmd[2400];
+
+		snprintf(cmd, sizeof(cmd), "cd %s && HOME=%s GOCACHE=%s/gocache GOFLAGS=-mod=mod "
+			 "go tool pprof -top -sample_index=dmabuf_inuse_space "
+			 "-tagfocus=exporter=udmabuf %s 2>&1", tmpdir, tmpdir, tmpdir, path);
+		out = run(cmd);
+		if (out && strstr(out, "not found") && strstr(out, "go"))
+			ok(1, "pprof: go tool pprof reads the dmabuf sample types # SKIP go not installed");
+		else
+			ok(out && strstr(out, "Type: dmabuf_inuse_space") &&
+			   strstr(out, "tagfocus=exporter=udmabuf") &&
+			   strstr(out, "Showing nodes accounting for 1MB") &&
+			   strstr(out, "hp_test_capture"),
+			   "pprof: go tool pprof -sample_index=dmabuf_inuse_space -tagfocus=exporter=udmabuf: 1MB at the exporting stack");
+		if (out && !strstr(out, "dmabuf_inuse_space"))
+			diag("pprof said: %s", out);
+		free(out);
+	}
 	ok(heap_sum(&p, "dmabuf", NULL, HP_V_ALLOC_SPACE) == 7 << 20 &&
 	   heap_sum(&p, "dmabuf", NULL, HP_V_INUSE_SPACE) == 5 << 20 &&
 	   heap_sum(&p, "dmabuf", NULL, HP_V_ALLOC_OBJ) == 3 &&
