@@ -259,7 +259,11 @@ void hp_books_heap(struct hp_books *b, const struct heapprofd_rec_heap *r)
 {
 	struct heap *h = get_heap(b, r->heap_id);
 
-	if (h)
+	/* The kernel's dmabuf heap has its own sample types in the profile:
+	 * a custom heap may not pass for it. */
+	if (h && hp_heap_own_types(r->name))
+		snprintf(h->name, sizeof(h->name), "user:%.26s", r->name);
+	else if (h)
 		snprintf(h->name, sizeof(h->name), "%s", r->name);
 }
 

@@ -1129,6 +1129,16 @@ static void test_kernel_records(void)
 	   "kernel records: a ring ALLOC in the dmabuf heap is malformed (%s)", why);
 	ok(hp_proc_feed(pr, &kl, sizeof(kl), why, sizeof(why)) == 0,
 	   "kernel records: a KLOST written into the ring is ignored, not counted");
+	{
+		struct heapprofd_rec_heap h = { .hdr = { .len = sizeof(h), .type = HEAPPROFD_REC_HEAP },
+						.heap_id = 30, .interval = 1 };
+
+		strcpy(h.name, "dmabuf");
+		hp_proc_feed(pr, &h, sizeof(h), why, sizeof(why));
+		good_alloc(small, (uint64_t)(uintptr_t)site_b, 0x777, 333, 3);
+		((struct heapprofd_rec_alloc *)small)->heap_id = 30;
+		hp_proc_feed(pr, small, sizeof(struct heapprofd_rec_alloc), why, sizeof(why));
+	}
 
 	snprintf(prefix, sizeof(prefix), "%s/dmabuf", tmpdir);
 	rc = hp_proc_dump(pr, prefix, HP_OUT_PPROF | HP_OUT_TEXT | HP_OUT_FOLDED, HP_DUMP_NOW);
@@ -1176,9 +1186,12 @@ static void test_kernel_records(void)
 	   heap_sum(&p, "dmabuf", "system", HP_V_INUSE_SPACE) == 0 &&
 	   heap_sum(&p, "dmabuf", "(unknown)", HP_V_INUSE_SPACE) == 4 << 20,
 	   "pprof: label exporter per sample (udmabuf 1 MiB in use, system released, (unknown) without its DMABUF record)");
-	ok(heap_sum(&p, NULL, NULL, HP_V_INUSE_SPACE) == 0 &&
-	   heap_sum(&p, NULL, NULL, HP_V_ALLOC_SPACE) == 100,
+	ok(heap_sum(&p, "libc.malloc", NULL, HP_V_INUSE_SPACE) == 0 &&
+	   heap_sum(&p, "malloc", NULL, HP_V_ALLOC_SPACE) == 100,
 	   "books: malloc is apart: 100 B allocated, freed by its own seq, no dmabuf bytes in its sample types");
+	ok(heap_sum(&p, "user:dmabuf", NULL, HP_V_INUSE_SPACE) == 333 &&
+	   heap_sum(&p, NULL, NULL, HP_V_INUSE_SPACE) == 333,
+	   "books: a custom heap registered as \"dmabuf\" is booked as user:dmabuf, with malloc's sample types");
 	out = render_to(&p, &(struct hp_render_opts){ .metric = -1, .heap = "dmabuf" }, 1,
 			"kr-heap.folded");
 	ok(out && strstr(out, ";main;test_kernel_records;kalloc_rec;export_dmabuf_buffer;hp_test_capture 1048576\n") &&
@@ -1206,8 +1219,8 @@ static void test_kernel_records(void)
 	out = render_to(&p, &(struct hp_render_opts){ .metric = -1, .top = 5 }, 0, "kr-default.txt");
 	ok(out && strstr(out, "site_a") && !strstr(out, "hp_test_capture") &&
 	   strstr(out, "also in this profile, apart: the dmabuf heap (--heap dmabuf)") &&
-	   strstr(out, "peak in-use bytes (estimated): 100"),
-	   "report: the default shows malloc, says the dmabuf heap is there, its peak is malloc's");
+	   strstr(out, "peak in-use bytes (estimated): 333\n"),
+	   "report: the default shows malloc, says the dmabuf heap is there, the peak leaves DMA-BUFs out");
 	free(out);
 	hp_prof_free(&p);
 	snprintf(path, sizeof(path), "%s.txt", prefix);
