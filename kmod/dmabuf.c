@@ -109,8 +109,14 @@ struct hp_dmabuf *hp_dmabuf_find_ino(u64 ino)
 	return NULL;
 }
 
-/* sysfs directory names may not contain '/'; an empty one says unknown. */
-static void hp_exporter_name(char *dst, const char *src)
+/**
+ * hp_exporter_name() - an exporter's name as a sysfs directory name
+ * @dst: HP_EXPORTER_LEN bytes
+ * @src: the driver's exp_name, may be NULL
+ *
+ * No '/' or newline, not "." or "..", not empty ("unknown" instead).
+ */
+void hp_exporter_name(char *dst, const char *src)
 {
 	char *p;
 
@@ -122,6 +128,7 @@ static void hp_exporter_name(char *dst, const char *src)
 	if (!strcmp(dst, ".") || !strcmp(dst, ".."))
 		strscpy(dst, "unknown", HP_EXPORTER_LEN);
 }
+EXPORT_SYMBOL_NS_GPL(hp_exporter_name, HEAPPROFD_NS);
 
 static struct hp_dmabuf_exp *hp_dmabuf_exp_get(const char *name)
 {
@@ -220,7 +227,7 @@ static u64 hp_dmabuf_stack_top(u64 sp)
  * always recorded, exactly; a smaller one with probability size/interval,
  * standing for interval bytes. Either way the estimate is unbiased.
  */
-static bool hp_dmabuf_sample(u64 size, u64 interval, u64 *est, bool *exact)
+bool hp_dmabuf_sample(u64 size, u64 interval, u64 *est, bool *exact)
 {
 	*exact = size >= interval;
 	if (*exact) {
@@ -230,6 +237,7 @@ static bool hp_dmabuf_sample(u64 size, u64 interval, u64 *est, bool *exact)
 	*est = interval;
 	return get_random_u64() % interval < size;
 }
+EXPORT_SYMBOL_NS_GPL(hp_dmabuf_sample, HEAPPROFD_NS);
 
 /* A session's sampling settings, read once from the shared control page. */
 struct hp_dmabuf_cfg {

@@ -330,6 +330,8 @@ extern const char *hp_dmabuf_source;
 extern struct list_head hp_dmabuf_unviewed;
 extern bool hp_dmabuf_views_on;
 
+void hp_exporter_name(char *dst, const char *src);
+bool hp_dmabuf_sample(u64 size, u64 interval, u64 *est, bool *exact);
 int hp_dmabuf_init(void);
 void hp_dmabuf_exit(void);
 void hp_dmabuf_forget_all(void);

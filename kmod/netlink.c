@@ -279,6 +279,9 @@ void hp_nl_res_event(const struct hp_nl_res_ev *ev)
 	unsigned long flags;
 	bool queued = false;
 
+	/* Nobody listening: nothing to build, and no token spent. */
+	if (!genl_has_listeners(&hp_nl_family, &init_net, 0))
+		return;
 	spin_lock_irqsave(&hp_nl_res.lock, flags);
 	if (!hp_nl_res.stopping) {
 		if (hp_nl_res.len < HP_NL_RES_SLOTS &&

@@ -6,20 +6,20 @@
  * into the exporter's session as kernel records read(2) from the consumer
  * fd (uapi "Kernel records").
  *
- * Buffers come from the system DMA heap (/dev/dma_heap/system) or from
- * udmabuf (/dev/udmabuf with a sealed memfd), whichever the kernel has;
- * without either, or without a DMA-BUF source in the module, the tests
- * skip.
+ * Buffers come from the system DMA heap (/dev/dma_heap/system), from
+ * udmabuf (/dev/udmabuf with a sealed memfd) or from a PRIME export of a
+ * vgem dumb buffer (/dev/dri/card*), whichever the kernel has first;
+ * without any, or without a DMA-BUF source in the module, the tests skip.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <poll.h>
 #include <stdbool.h>
-#include <linux/dma-heap.h>
-#include <linux/udmabuf.h>
 
 #include "kselftest_harness.h"
 #include "hp_util.h"
+#include "hp_nl.h"
+#include "hp_dmabuf.h"
 
 #define DMABUF_SYSFS	HP_SYSFS "/dmabuf"
 
@@ -54,64 +54,6 @@ static int read_str(const char *path, char *buf, size_t len)
 	return 0;
 }
 
-/* Which exporter makes our buffers, and its name in sysfs. */
-static const char *buf_kind(void)
-{
-	if (access("/dev/dma_heap/system", R_OK) == 0)
-		return "system";
-	if (access("/dev/udmabuf", R_OK) == 0)
-		return "udmabuf";
-	return NULL;
-}
-
-/* A new DMA-BUF of @size bytes (a page multiple); fd or -errno. */
-static int __attribute__((noinline)) make_buf(size_t size)
-{
-	const char *kind = buf_kind();
-	int fd, mfd, ret;
-
-	if (!kind)
-		return -ENODEV;
-	if (!strcmp(kind, "system")) {
-		struct dma_heap_allocation_data a = {
-			.len = size, .fd_flags = O_RDWR | O_CLOEXEC,
-		};
-
-		fd = open("/dev/dma_heap/system", O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			return -errno;
-		ret = ioctl(fd, DMA_HEAP_IOCTL_ALLOC, &a);
-		ret = ret < 0 ? -errno : (int)a.fd;
-		close(fd);
-		return ret;
-	}
-	mfd = memfd_create("hp-dmabuf-test", MFD_ALLOW_SEALING);
-	if (mfd < 0)
-		return -errno;
-	if (ftruncate(mfd, size) || fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK)) {
-		close(mfd);
-		return -errno;
-	}
-	fd = open("/dev/udmabuf", O_RDWR | O_CLOEXEC);
-	if (fd < 0) {
-		ret = -errno;
-		close(mfd);
-		return ret;
-	}
-	{
-		struct udmabuf_create c = {
-			.memfd = mfd, .flags = UDMABUF_FLAGS_CLOEXEC,
-			.offset = 0, .size = size,
-		};
-
-		ret = ioctl(fd, UDMABUF_CREATE, &c);
-		ret = ret < 0 ? -errno : ret;
-	}
-	close(fd);
-	close(mfd);
-	return ret;
-}
-
 static uint64_t ino_of(int fd)
 {
 	struct stat st;
@@ -134,26 +76,26 @@ static long long buf_u64(uint64_t ino, const char *file)
 	if (!dmabuf_source_active())					\
 		SKIP(return, "the module follows no DMA-BUF source");	\
 	if (!buf_kind())						\
-		SKIP(return, "no DMA heap and no udmabuf");		\
+		SKIP(return, "no DMA heap, udmabuf or vgem");		\
 } while (0)
 
-/* Buffers appear with the right size, exporter and pid, and vanish. */
-TEST(buffers_appear_and_vanish)
+/* Buffers of one exporter appear with the right size and pid, and vanish. */
+static void appear_and_vanish(struct __test_metadata *_metadata,
+			      const char *kind)
 {
 	static const size_t sizes[] = { 4096, 65536, 1 << 20 };
 	long long count0, total0, exp0;
-	const char *kind = buf_kind();
 	char path[160], name[64];
 	int fds[3], i;
 	uint64_t inos[3];
 
-	NEED_DMABUF();
 	count0 = hp_sysfs_u64(DMABUF_SYSFS "/buffer_count");
 	total0 = hp_sysfs_u64(DMABUF_SYSFS "/total_exported_bytes");
 	ASSERT_LE(0, count0);
 	for (i = 0; i < 3; i++) {
-		fds[i] = make_buf(sizes[i]);
-		ASSERT_LE(0, fds[i]) TH_LOG("export: %s", strerror(-fds[i]));
+		fds[i] = make_buf_of(kind, sizes[i]);
+		ASSERT_LE(0, fds[i]) TH_LOG("%s export: %s", kind,
+					    strerror(-fds[i]));
 		inos[i] = ino_of(fds[i]);
 	}
 	/* Reading the count brings buffers/ up to date. */
@@ -162,7 +104,7 @@ TEST(buffers_appear_and_vanish)
 		  hp_sysfs_u64(DMABUF_SYSFS "/total_exported_bytes"));
 	snprintf(path, sizeof(path), DMABUF_SYSFS "/exporters/%s/count", kind);
 	exp0 = hp_sysfs_u64(path);
-	EXPECT_LE(3, exp0);
+	EXPECT_LE(3, exp0) TH_LOG("%s", path);
 	for (i = 0; i < 3; i++) {
 		EXPECT_EQ((long long)sizes[i], buf_u64(inos[i], "size"));
 		EXPECT_EQ(getpid(), buf_u64(inos[i], "exporter_pid"));
@@ -195,6 +137,22 @@ TEST(buffers_appear_and_vanish)
 			 (unsigned long long)inos[i]);
 		EXPECT_NE(0, access(path, F_OK)) TH_LOG("%s still there", path);
 	}
+}
+
+/* Every exporter the kernel has: DMA heap, udmabuf, vgem PRIME. */
+TEST(buffers_appear_and_vanish)
+{
+	int i, tried = 0;
+
+	NEED_DMABUF();
+	for (i = 0; i < HP_BUF_KINDS; i++) {
+		if (!buf_kind_available(hp_buf_kinds[i]))
+			continue;
+		TH_LOG("exporter %s", hp_buf_kinds[i]);
+		appear_and_vanish(_metadata, hp_buf_kinds[i]);
+		tried++;
+	}
+	EXPECT_LT(0, tried);
 }
 
 /* Every buffer the kernel lists in /sys/kernel/dmabuf/buffers, we list. */
@@ -462,6 +420,44 @@ TEST(no_records_while_disabled)
 	close(fd);
 	EXPECT_EQ(-EAGAIN, krec_read(ss.cfd, buf, sizeof(buf)));
 	self_session_close(&ss);
+}
+
+/* Wait for a DMA-BUF event about one buffer; 1 found, 0 timeout. */
+static int wait_buf_event(struct hp_nl *nl, uint8_t cmd, uint64_t ino,
+			  struct hp_nl_msg *m)
+{
+	int i, ret;
+
+	for (i = 0; i < 64; i++) {
+		ret = hp_nl_wait(nl, cmd, 0, m, 10000);
+		if (ret != 1 || m->inode == ino)
+			return ret;
+	}
+	return 0;
+}
+
+TEST(netlink_export_and_release_events)
+{
+	struct hp_nl_msg m;
+	struct hp_nl nl;
+	uint64_t ino;
+	int fd;
+
+	NEED_DMABUF();
+	ASSERT_EQ(0, hp_nl_open(&nl));
+	ASSERT_EQ(0, hp_nl_join_events(&nl));
+	fd = make_buf(1 << 20);
+	ASSERT_LE(0, fd);
+	ino = ino_of(fd);
+	ASSERT_EQ(1, wait_buf_event(&nl, HEAPPROFD_CMD_DMABUF_EXPORT, ino, &m));
+	EXPECT_EQ(1 << 20, m.size);
+	EXPECT_STREQ(buf_kind(), m.exporter);
+	if (m.has_pid)
+		EXPECT_EQ((uint32_t)getpid(), m.pid);
+	close(fd);
+	ASSERT_EQ(1, wait_buf_event(&nl, HEAPPROFD_CMD_DMABUF_RELEASE, ino, &m));
+	EXPECT_EQ(1 << 20, m.size);
+	close(nl.fd);
 }
 
 TEST_HARNESS_MAIN
