@@ -373,7 +373,8 @@ struct heapprofd_rec_maps {
  * Kernel records (ABI 5). read(2) on a consumer fd returns the records the
  * kernel queued for the session, whole records only, as many as fit in the
  * buffer (EINVAL if the first does not fit: 128 KiB always suffices, as
- * the kernel copies at most HEAPPROFD_STACK_CAP_DEFAULT bytes of stack), -EAGAIN when none is queued; it never blocks. poll()
+ * the kernel copies at most HEAPPROFD_STACK_CAP_DEFAULT bytes of stack),
+ * -EAGAIN when none is queued; it never blocks. poll()
  * on the consumer fd reports EPOLLIN while kernel records are queued too.
  * The framing is the ring's (struct heapprofd_rec_hdr, len a multiple of
  * HEAPPROFD_REC_ALIGN) with stamp 0 and neither BUSY nor DISCARD set.
