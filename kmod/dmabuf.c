@@ -21,8 +21,8 @@
  * interrupts off, allocate with GFP_ATOMIC and copy nothing from user
  * space. The export handler records the buffer (one small allocation and
  * two hash insertions; sysfs views are built elsewhere, see
- * dmabuf_sysfs.c) and, when the exporting task is a user process and some
- * session exists, queues a task work. That work runs in the exporter's own
+ * dmabuf_sysfs.c) and, when the exporting process owns a session, queues
+ * a task work. That work runs in the exporter's own
  * process context on its way back to user space, where reading its stack is
  * allowed: if the process has a session with a consumer, the export is
  * sampled as an allocation of the "dmabuf" heap (uapi: "Kernel records")
@@ -164,12 +164,6 @@ struct hp_dmabuf_tw {
 	u64 size;
 	char exporter[HP_EXPORTER_LEN];
 };
-
-/* Sessions that may want samples: a hint read without hp_lock. */
-static bool hp_dmabuf_any_session(void)
-{
-	return READ_ONCE(hp_stats.sessions_active) != 0;
-}
 
 /* The user registers the unwinder starts from; 0 for a task we skip. */
 static u32 hp_dmabuf_user_regs(struct pt_regs *regs, u64 *out, u32 *arch)
@@ -455,7 +449,8 @@ static void hp_dmabuf_exported(struct dma_buf *db)
 		b->exporter_pid = task_tgid_nr(current);
 
 	/* The sample is taken on the way back to user space. */
-	if (user && hp_dmabuf_any_session() && try_module_get(THIS_MODULE)) {
+	if (user && hp_tgid_has_session(b->exporter_pid) &&
+	    try_module_get(THIS_MODULE)) {
 		tw = kzalloc(sizeof(*tw), GFP_ATOMIC | __GFP_NOWARN);
 		if (tw) {
 			init_task_work(&tw->cb, hp_dmabuf_twork);

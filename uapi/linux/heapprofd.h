@@ -390,7 +390,7 @@ struct heapprofd_rec_maps {
  * own per-session counter (ordering kernel records only). When the buffer
  * is released (by whichever process drops the last reference) a
  * HEAPPROFD_REC_FREE with the same addr and heap_id follows. The queue
- * holds at most 4 MiB per session; what does not fit is counted and
+ * holds at most 1 MiB per session; what does not fit is counted and
  * reported by the next HEAPPROFD_REC_KLOST.
  */
 struct heapprofd_rec_klost {
