@@ -277,7 +277,8 @@ static struct hp_krec *hp_dmabuf_build(struct hp_dmabuf_tw *tw,
 		len = min_t(u64, top - sp, c->stack_cap) & ~7ULL;
 
 	size = sizeof(*d) + sizeof(*a) + len;
-	r = hp_krec_alloc(size, GFP_KERNEL_ACCOUNT);
+	/* Up to 64 KiB of stack: an order-5 allocation that may fail. */
+	r = hp_krec_alloc(size, GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
 	if (!r)
 		return NULL;
 	d = (void *)r->data;
@@ -369,8 +370,10 @@ static void hp_dmabuf_sample_export(struct hp_dmabuf_tw *tw)
 	rec = hp_dmabuf_build(tw, kq, &cfg, est, exact);
 	free_rec = hp_dmabuf_build_free(tw->ino);
 	if (!rec || !free_rec) {
+		/* Out of memory: the consumer hears of it as a lost sample. */
 		kfree(rec);
 		kfree(free_rec);
+		hp_kq_lost(kq, est);
 		goto out;
 	}
 	/*

@@ -160,6 +160,7 @@ void hp_kq_get(struct hp_kq *q);
 void hp_kq_put(struct hp_kq *q);
 void hp_kq_close(struct hp_kq *q);
 bool hp_kq_push(struct hp_kq *q, struct hp_krec *r, u64 est_bytes);
+void hp_kq_lost(struct hp_kq *q, u64 est_bytes);
 u64 hp_kq_next_seq(struct hp_kq *q);
 bool hp_kq_pending(struct hp_kq *q);
 ssize_t hp_kq_read(struct hp_kq *q, char __user *buf, size_t count);
