@@ -21,8 +21,8 @@
  * interrupts off, allocate with GFP_ATOMIC and copy nothing from user
  * space. The export handler records the buffer (one small allocation and
  * two hash insertions; sysfs views are built elsewhere, see
- * dmabuf_sysfs.c) and, when the exporting task is a user process and some
- * session exists, queues a task work. That work runs in the exporter's own
+ * dmabuf_sysfs.c) and, when the exporting process owns a session, queues
+ * a task work. That work runs in the exporter's own
  * process context on its way back to user space, where reading its stack is
  * allowed: if the process has a session with a consumer, the export is
  * sampled as an allocation of the "dmabuf" heap (uapi: "Kernel records")
@@ -165,12 +165,6 @@ struct hp_dmabuf_tw {
 	char exporter[HP_EXPORTER_LEN];
 };
 
-/* Sessions that may want samples: a hint read without hp_lock. */
-static bool hp_dmabuf_any_session(void)
-{
-	return READ_ONCE(hp_stats.sessions_active) != 0;
-}
-
 /* The user registers the unwinder starts from; 0 for a task we skip. */
 static u32 hp_dmabuf_user_regs(struct pt_regs *regs, u64 *out, u32 *arch)
 {
@@ -283,7 +277,8 @@ static struct hp_krec *hp_dmabuf_build(struct hp_dmabuf_tw *tw,
 		len = min_t(u64, top - sp, c->stack_cap) & ~7ULL;
 
 	size = sizeof(*d) + sizeof(*a) + len;
-	r = hp_krec_alloc(size, GFP_KERNEL_ACCOUNT);
+	/* Up to 64 KiB of stack: an order-5 allocation that may fail. */
+	r = hp_krec_alloc(size, GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
 	if (!r)
 		return NULL;
 	d = (void *)r->data;
@@ -375,8 +370,10 @@ static void hp_dmabuf_sample_export(struct hp_dmabuf_tw *tw)
 	rec = hp_dmabuf_build(tw, kq, &cfg, est, exact);
 	free_rec = hp_dmabuf_build_free(tw->ino);
 	if (!rec || !free_rec) {
+		/* Out of memory: the consumer hears of it as a lost sample. */
 		kfree(rec);
 		kfree(free_rec);
+		hp_kq_lost(kq, est);
 		goto out;
 	}
 	/*
@@ -455,7 +452,8 @@ static void hp_dmabuf_exported(struct dma_buf *db)
 		b->exporter_pid = task_tgid_nr(current);
 
 	/* The sample is taken on the way back to user space. */
-	if (user && hp_dmabuf_any_session() && try_module_get(THIS_MODULE)) {
+	if (user && hp_tgid_has_session(b->exporter_pid) &&
+	    try_module_get(THIS_MODULE)) {
 		tw = kzalloc(sizeof(*tw), GFP_ATOMIC | __GFP_NOWARN);
 		if (tw) {
 			init_task_work(&tw->cb, hp_dmabuf_twork);

@@ -143,6 +143,23 @@ bool hp_kq_push(struct hp_kq *q, struct hp_krec *r, u64 est_bytes)
 }
 EXPORT_SYMBOL_NS_GPL(hp_kq_push, HEAPPROFD_NS);
 
+/**
+ * hp_kq_lost() - count a record that could not even be built
+ * @q: the queue
+ * @est_bytes: what it would have stood for
+ */
+void hp_kq_lost(struct hp_kq *q, u64 est_bytes)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&q->lock, flags);
+	if (!q->closed) {
+		q->lost_records++;
+		q->lost_bytes += est_bytes;
+	}
+	spin_unlock_irqrestore(&q->lock, flags);
+}
+
 /* The next kernel sequence number of the session. */
 u64 hp_kq_next_seq(struct hp_kq *q)
 {
