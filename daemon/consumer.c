@@ -605,7 +605,7 @@ static void drain_ring(struct hpd_session *s, int producer_gone)
 #define KREC_BUF	(128U << 10)
 /* Reads per drain: a flood of kernel records waits for the next turn. */
 #define KREC_READS	16
-/* Once the process is gone: its queue (4 MiB at most) is read to the end. */
+/* Once the process is gone: its queue (1 MiB at most) is read to the end. */
 #define KREC_READS_GONE	1024
 
 static int feed_kernel_buf(struct hpd_session *s, const uint8_t *b, size_t n)
