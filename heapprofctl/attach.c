@@ -34,6 +34,11 @@ static int load_client(struct daemon *d, int pid, unsigned long long interval, i
 	if (rc == 0 && verbose)
 		note("loaded the client into pid %d (stopped for %llu us, %d look%s for a safe point)",
 		     pid, (unsigned long long)it.stopped_us, it.tries, it.tries == 1 ? "" : "s");
+	if (rc == 0 && verbose > 1)
+		note("stopped: %llu us stopping the threads, %llu us finding a safe point, "
+		     "%llu us in dlopen, %llu us in heapprofd_client_attach",
+		     (unsigned long long)it.stop_us, (unsigned long long)it.safe_us,
+		     (unsigned long long)it.dlopen_us, (unsigned long long)it.call_us);
 	return rc == 0;
 }
 

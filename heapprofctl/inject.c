@@ -105,11 +105,13 @@ static void add_object_text(struct ranges *rs, const struct target_maps *tm, con
 static void add_fns(pid_t pid, const struct tmap *libc, uint64_t bias, struct ranges *rs,
 		    const char *const *fns, size_t n)
 {
-	uint64_t a, sz;
+	uint64_t a[NCALLER + NGLOBAL], sz[NCALLER + NGLOBAL];
 
+	if (target_syms(pid, libc->path, bias, fns, n, a, sz))
+		return;
 	for (size_t i = 0; i < n; i++)
-		if (!target_sym(pid, libc->path, bias, fns[i], &a, &sz) && sz)
-			add_range(rs, a, a + sz, fns[i]);
+		if (a[i] && sz[i])
+			add_range(rs, a[i], a[i] + sz[i], fns[i]);
 }
 
 static void risky_ranges(pid_t pid, const struct target_maps *tm, struct ranges *global,
@@ -183,10 +185,9 @@ static int where_is(unw_addr_space_t as, struct sthread *t, const struct ranges 
  * Frames are unwound with the program's CFI; where that stops, the frames
  * seen so far are what is known.
  */
-static int unsafe(struct stopset *s, const struct ranges *global, const struct ranges *caller,
-		  int *pick, char *why, size_t len)
+static int unsafe(unw_addr_space_t as, struct stopset *s, const struct ranges *global,
+		  const struct ranges *caller, int *pick, char *why, size_t len)
 {
-	unw_addr_space_t as = unw_create_addr_space(&_UPT_accessors, 0);
 	int res = 0;
 
 	*pick = -1;
@@ -199,7 +200,6 @@ static int unsafe(struct stopset *s, const struct ranges *global, const struct r
 		if (res == 1)
 			res = 0;
 	}
-	unw_destroy_addr_space(as);
 	if (res == 2)
 		return 1;
 	if (*pick < 0) {
@@ -217,33 +217,33 @@ static uint64_t mono_us(void)
 	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
-/* Stop every thread at a safe point; *pick: the thread to call in. */
-static int stop_safely(pid_t pid, struct stopset *s, int *tries, int *pick, char *err,
-		       size_t errlen)
+/* Stop every thread at a safe point; *pick: the thread to call in. The
+ * ranges are found before the process is stopped (its files are read). */
+static int stop_safely(pid_t pid, struct stopset *s, const struct ranges *global,
+		       const struct ranges *caller, int *tries, int *pick, char *err, size_t errlen)
 {
-	struct target_maps tm;
-	struct ranges global, caller;
+	unw_addr_space_t as = unw_create_addr_space(&_UPT_accessors, 0);
 	char why[300] = "";
-	int rc;
+	int rc = 0;
 
-	if ((rc = tmaps_read(pid, &tm)) != 0) {
-		snprintf(err, errlen, "cannot read /proc/%d/maps: %s", (int)pid, strerror(-rc));
-		return rc;
-	}
-	risky_ranges(pid, &tm, &global, &caller);
-	tmaps_free(&tm);
-	for (*tries = 1; unsafe(s, &global, &caller, pick, why, sizeof(why)); (*tries)++) {
+	/* The unwind tables read once for all threads and tries. */
+	if (as)
+		unw_set_caching_policy(as, UNW_CACHE_GLOBAL);
+	for (*tries = 1; unsafe(as, s, global, caller, pick, why, sizeof(why)); (*tries)++) {
 		if (*tries >= SAFE_TRIES) {
 			snprintf(err, errlen,
 				 "pid %d: no safe moment to load the client in %d tries: %s "
 				 "(it holds the allocator's or the loader's lock); try again",
 				 (int)pid, SAFE_TRIES, why);
-			return -EAGAIN;
+			rc = -EAGAIN;
+			break;
 		}
 		if ((rc = run_briefly(s, RUN_US, err, errlen)) != 0)
-			return rc;
+			break;
 	}
-	return 0;
+	if (as)
+		unw_destroy_addr_space(as);
+	return rc;
 }
 
 /* A line of /proc/PID/status, as a number; -1 when absent. */
@@ -383,49 +383,57 @@ static int preflight(pid_t pid, const char *lib, struct target_maps *tm, char *e
 	return same_file_in_target(pid, lib, err, errlen);
 }
 
-static int call_sym(pid_t pid, struct stopset *s, struct sthread *t, const char *path, uint64_t bias, const char *name,
-		    const uint64_t *args, int nargs, const void *blob, size_t bloblen, uint64_t *ret,
-		    char *err, size_t errlen)
-{
-	uint64_t fn;
+/* The functions called in the process, found before it is stopped. */
+struct fns {
+	uint64_t dlopen, dlerror;
+	int old_dlopen;		/* __libc_dlopen_mode (glibc before 2.34) */
+	/* The client's function: its value in the file and the file's first
+	 * PT_LOAD, placed once the client is mapped. */
+	char client_path[512];
+	uint64_t client_fn, client_vaddr, client_off;
+};
 
-	if (target_sym(pid, path, bias, name, &fn, NULL)) {
-		snprintf(err, errlen, "%s not found in %s", name, path);
+static int find_fns(pid_t pid, const struct target_maps *tm, const char *lib, const char *fn,
+		    struct fns *f, char *err, size_t errlen)
+{
+	const struct tmap *libc = tmaps_find(tm, "/libc.so.6"), *cl = tmaps_find(tm, "/" CLIENT_NAME);
+	static const char *const names[] = { "dlopen", "__libc_dlopen_mode", "dlerror" };
+	uint64_t bias, a[3], sz[3];
+
+	memset(f, 0, sizeof(*f));
+	if (libc && !tmaps_bias(pid, tm, libc, &bias) &&
+	    !target_syms(pid, libc->path, bias, names, 3, a, sz)) {
+		f->dlopen = a[0] ? a[0] : a[1];
+		f->old_dlopen = !a[0];
+		f->dlerror = a[2];
+	}
+	snprintf(f->client_path, sizeof(f->client_path), "%s", cl ? cl->path : lib);
+	if ((!cl && !f->dlopen) ||
+	    target_sym(pid, f->client_path, 0, fn, &f->client_fn, NULL) ||
+	    elf_load0(pid, f->client_path, &f->client_vaddr, &f->client_off)) {
+		snprintf(err, errlen, "cannot find %s in pid %d's libc or %s in %s",
+			 f->old_dlopen ? "__libc_dlopen_mode" : "dlopen", (int)pid, fn, f->client_path);
 		return -ENOENT;
 	}
-	return remote_call(pid, s, t, fn, args, nargs, blob, bloblen, ret, err, errlen);
+	return 0;
 }
 
 /* dlopen(lib) in the process, with dlerror's text on failure. */
-static int remote_dlopen(pid_t pid, struct stopset *s, struct sthread *t, const struct target_maps *tm,
+static int remote_dlopen(pid_t pid, struct stopset *s, struct sthread *t, const struct fns *f,
 			 const char *lib, char *err, size_t errlen)
 {
-	const struct tmap *libc = tmaps_find(tm, "/libc.so.6");
-	uint64_t bias, args[2], h = 0, msg = 0;
-	const char *fn = "dlopen";
+	uint64_t args[2] = { RC_BLOB(0), RTLD_NOW | RTLD_LOCAL }, h = 0, msg = 0;
 	int rc;
 
-	if ((rc = tmaps_bias(pid, tm, libc, &bias)) != 0) {
-		snprintf(err, errlen, "cannot read %s of pid %d", libc->path, (int)pid);
-		return rc;
-	}
-	args[0] = RC_BLOB(0);
-	args[1] = RTLD_NOW | RTLD_LOCAL;
-	{
-		uint64_t a;
-
-		/* Before glibc 2.34 libc has only the internal one. */
-		if (target_sym(pid, libc->path, bias, "dlopen", &a, NULL)) {
-			fn = "__libc_dlopen_mode";
-			args[1] |= 0x80000000;	/* __RTLD_DLOPEN */
-		}
-	}
-	rc = call_sym(pid, s, t, libc->path, bias, fn, args, 2, lib, strlen(lib) + 1, &h, err, errlen);
+	if (f->old_dlopen)
+		args[1] |= 0x80000000;	/* __RTLD_DLOPEN */
+	rc = remote_call(pid, s, t, f->dlopen, args, 2, lib, strlen(lib) + 1, &h, err, errlen);
 	if (rc)
 		return rc;
 	if (h)
 		return 0;
-	if (!call_sym(pid, s, t, libc->path, bias, "dlerror", NULL, 0, NULL, 0, &msg, err, errlen) && msg) {
+	if (f->dlerror && !remote_call(pid, s, t, f->dlerror, NULL, 0, NULL, 0, &msg, err, errlen) &&
+	    msg) {
 		char text[400] = "";
 
 		for (size_t i = 0; i < sizeof(text) - 1; i++)
@@ -436,6 +444,24 @@ static int remote_dlopen(pid_t pid, struct stopset *s, struct sthread *t, const 
 		snprintf(err, errlen, "dlopen of %s in pid %d failed", lib, (int)pid);
 	}
 	return -ENOEXEC;
+}
+
+/* Where the client's function is now (after dlopen: its maps, read again). */
+static int client_fn_addr(pid_t pid, const struct fns *f, uint64_t *addr, char *err, size_t errlen)
+{
+	struct target_maps tm;
+	uint64_t bias;
+	int rc = tmaps_read(pid, &tm);
+
+	if (!rc)
+		rc = tmaps_bias_at(&tm, f->client_path, f->client_vaddr, f->client_off, &bias);
+	tmaps_free(&tm);
+	if (rc) {
+		snprintf(err, errlen, "the client is not mapped in pid %d after dlopen", (int)pid);
+		return -ENOENT;
+	}
+	*addr = bias + f->client_fn;
+	return 0;
 }
 
 static const char *attach_errstr(int rc)
@@ -452,52 +478,51 @@ static const char *attach_errstr(int rc)
 int hp_inject_attach(pid_t pid, const char *lib, const char *config, struct inject_times *tt,
 		     char *err, size_t errlen)
 {
-	struct target_maps tm;
+	struct ranges global, caller;
+	struct target_maps tm = { 0 };
 	struct stopset s;
-	const struct tmap *cl;
 	struct sthread *t;
-	uint64_t t0, bias, ret = 0;
-	int rc, pick;
+	struct fns f;
+	uint64_t t0, t1, fn, ret = 0, a0 = RC_BLOB(0);
+	int rc, pick, loaded;
 
 	memset(tt, 0, sizeof(*tt));
 	rc = preflight(pid, lib, &tm, err, errlen);
+	if (!rc)
+		rc = find_fns(pid, &tm, lib, "heapprofd_client_attach", &f, err, errlen);
 	if (rc) {
 		tmaps_free(&tm);
 		return rc;
 	}
-	rc = stop_all(&s, pid, err, errlen);
+	risky_ranges(pid, &tm, &global, &caller);
+	loaded = tmaps_find(&tm, "/" CLIENT_NAME) != NULL;
+	tmaps_free(&tm);
 	t0 = mono_us();
+	rc = stop_all(&s, pid, err, errlen);
+	tt->stop_us = mono_us() - t0;
 	if (rc) {
 		if (rc == -EPERM)
 			seize_error(pid, err, errlen);
-		release_all(&s);
-		tmaps_free(&tm);
-		return rc;
+		goto out;
 	}
-	rc = stop_safely(pid, &s, &tt->tries, &pick, err, errlen);
+	t1 = mono_us();
+	rc = stop_safely(pid, &s, &global, &caller, &tt->tries, &pick, err, errlen);
+	tt->safe_us = mono_us() - t1;
 	if (rc)
 		goto out;
 	t = &s.t[pick];
-	if (!tmaps_find(&tm, "/" CLIENT_NAME)) {
-		rc = remote_dlopen(pid, &s, t, &tm, lib, err, errlen);
+	if (!loaded) {
+		t1 = mono_us();
+		rc = remote_dlopen(pid, &s, t, &f, lib, err, errlen);
+		tt->dlopen_us = mono_us() - t1;
 		if (rc)
 			goto out;
-		tmaps_free(&tm);
-		if ((rc = tmaps_read(pid, &tm)) != 0)
-			goto out;
 	}
-	cl = tmaps_find(&tm, "/" CLIENT_NAME);
-	if (!cl || (rc = tmaps_bias(pid, &tm, cl, &bias)) != 0) {
-		snprintf(err, errlen, "the client is not mapped in pid %d after dlopen", (int)pid);
-		rc = -ENOENT;
-		goto out;
-	}
-	{
-		uint64_t a0 = RC_BLOB(0);
-
-		rc = call_sym(pid, &s, t, cl->path, bias, "heapprofd_client_attach", &a0, 1, config,
-			      strlen(config) + 1, &ret, err, errlen);
-	}
+	t1 = mono_us();
+	rc = client_fn_addr(pid, &f, &fn, err, errlen);
+	if (!rc)
+		rc = remote_call(pid, &s, t, fn, &a0, 1, config, strlen(config) + 1, &ret, err, errlen);
+	tt->call_us = mono_us() - t1;
 	if (!rc && (int)ret < 0) {
 		rc = (int)ret;
 		snprintf(err, errlen, "the client in pid %d: %s", (int)pid, attach_errstr(rc));
@@ -505,17 +530,17 @@ int hp_inject_attach(pid_t pid, const char *lib, const char *config, struct inje
 out:
 	release_all(&s);
 	tt->stopped_us = mono_us() - t0;
-	tmaps_free(&tm);
 	return rc;
 }
 
 int hp_inject_detach(pid_t pid, struct inject_times *tt, char *err, size_t errlen)
 {
+	struct ranges global, caller;
 	char status[4096];
 	struct target_maps tm;
 	const struct tmap *cl;
 	struct stopset s;
-	uint64_t t0, bias, ret = 0;
+	uint64_t t0, bias, fn, ret = 0;
 	int rc, inj = 0, busy;
 
 	memset(tt, 0, sizeof(*tt));
@@ -530,13 +555,15 @@ int hp_inject_detach(pid_t pid, struct inject_times *tt, char *err, size_t errle
 		tmaps_free(&tm);
 		return 1;	/* preloaded, or not attached by us: nothing here */
 	}
-	if ((rc = tmaps_bias(pid, &tm, cl, &bias)) != 0) {
+	if ((rc = tmaps_bias(pid, &tm, cl, &bias)) != 0 ||
+	    (rc = target_sym(pid, cl->path, bias, "heapprofd_client_detach", &fn, NULL)) != 0) {
 		snprintf(err, errlen, "cannot read the client's file in pid %d", (int)pid);
 		tmaps_free(&tm);
 		return rc;
 	}
-	rc = stop_all(&s, pid, err, errlen);
+	risky_ranges(pid, &tm, &global, &caller);
 	t0 = mono_us();
+	rc = stop_all(&s, pid, err, errlen);
 	if (rc) {
 		if (rc == -EPERM)
 			seize_error(pid, err, errlen);
@@ -545,13 +572,12 @@ int hp_inject_detach(pid_t pid, struct inject_times *tt, char *err, size_t errle
 	for (busy = 0; busy < SAFE_TRIES; busy++) {
 		int tries, pick;
 
-		rc = stop_safely(pid, &s, &tries, &pick, err, errlen);
+		rc = stop_safely(pid, &s, &global, &caller, &tries, &pick, err, errlen);
 		tt->tries += tries;
 		if (rc)
 			break;
 		/* No other thread may run while the ring is unmapped. */
-		rc = call_sym(pid, NULL, &s.t[pick], cl->path, bias, "heapprofd_client_detach",
-			      NULL, 0, NULL, 0, &ret, err, errlen);
+		rc = remote_call(pid, NULL, &s.t[pick], fn, NULL, 0, NULL, 0, &ret, err, errlen);
 		if (rc || (int)ret != -EBUSY)
 			break;
 		if ((rc = run_briefly(&s, RUN_US, err, errlen)) != 0)

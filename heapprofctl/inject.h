@@ -38,10 +38,18 @@ void tmaps_free(struct target_maps *tm);
 const struct tmap *tmaps_find(const struct target_maps *tm, const char *suffix);
 /* Where the object whose path is that of mp is loaded (its bias). */
 int tmaps_bias(pid_t pid, const struct target_maps *tm, const struct tmap *mp, uint64_t *bias);
+/* The same in two steps: the ELF's lowest PT_LOAD (page) and its file
+ * offset, then where the mapping of that offset is. */
+int elf_load0(pid_t pid, const char *path, uint64_t *vaddr, uint64_t *off);
+int tmaps_bias_at(const struct target_maps *tm, const char *path, uint64_t vaddr, uint64_t off,
+		  uint64_t *bias);
 /* The address and size of a function or object in the process: the
  * symbol of the object mapped from path (read through /proc/PID/root). */
 int target_sym(pid_t pid, const char *path, uint64_t bias, const char *name,
 	       uint64_t *addr, uint64_t *size);
+/* The same for n names at once (one pass over the file); 0 where absent. */
+int target_syms(pid_t pid, const char *path, uint64_t bias, const char *const *names, size_t n,
+		uint64_t *addr, uint64_t *size);
 
 /* ---- ptrace_stop.c ---- */
 struct sthread {
@@ -82,6 +90,9 @@ int remote_read(pid_t pid, uint64_t addr, void *buf, size_t len);
 struct inject_times {
 	uint64_t stopped_us;	/* every thread stopped, start to release */
 	int tries;		/* stops until a safe point */
+	/* Its parts: stopping the threads, finding a safe point (unwinding
+	 * them), dlopen (attach only), the client's function. */
+	uint64_t stop_us, safe_us, dlopen_us, call_us;
 };
 
 /*

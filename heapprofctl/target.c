@@ -136,25 +136,40 @@ static int first_load(Elf *e, void *arg)
 	return -ENOEXEC;
 }
 
-int tmaps_bias(pid_t pid, const struct target_maps *tm, const struct tmap *mp, uint64_t *bias)
+int elf_load0(pid_t pid, const char *path, uint64_t *vaddr, uint64_t *off)
 {
 	struct first_load fl = { 0, 0 };
-	int rc = with_elf(pid, mp->path, first_load, &fl);
+	int rc = with_elf(pid, path, first_load, &fl);
 
-	if (rc)
-		return rc;
+	*vaddr = fl.vaddr;
+	*off = fl.off;
+	return rc;
+}
+
+int tmaps_bias_at(const struct target_maps *tm, const char *path, uint64_t vaddr, uint64_t off,
+		  uint64_t *bias)
+{
 	for (int i = 0; i < tm->n; i++)
-		if (!strcmp(tm->m[i].path, mp->path) && tm->m[i].off == fl.off) {
-			*bias = tm->m[i].start - fl.vaddr;
+		if (!strcmp(tm->m[i].path, path) && tm->m[i].off == off) {
+			*bias = tm->m[i].start - vaddr;
 			return 0;
 		}
 	return -ENOENT;
 }
 
+int tmaps_bias(pid_t pid, const struct target_maps *tm, const struct tmap *mp, uint64_t *bias)
+{
+	uint64_t vaddr, off;
+	int rc = elf_load0(pid, mp->path, &vaddr, &off);
+
+	return rc ? rc : tmaps_bias_at(tm, mp->path, vaddr, off, bias);
+}
+
 struct sym_query {
-	const char *name;
-	uint64_t value, size;
-	int found;
+	const char *const *names;
+	size_t n;
+	uint64_t *value, *size;
+	size_t found;
 };
 
 static int find_sym(Elf *e, void *arg)
@@ -179,27 +194,47 @@ static int find_sym(Elf *e, void *arg)
 			if (!gelf_getsym(d, (int)i, &s) || s.st_shndx == SHN_UNDEF || !s.st_value)
 				continue;
 			nm = elf_strptr(e, sh.sh_link, s.st_name);
-			if (nm && !strcmp(nm, q->name)) {
-				q->value = s.st_value;
-				q->size = s.st_size;
-				q->found = 1;
-				return 0;
-			}
+			if (!nm)
+				continue;
+			for (size_t k = 0; k < q->n; k++)
+				if (!q->value[k] && !strcmp(nm, q->names[k])) {
+					q->value[k] = s.st_value;
+					q->size[k] = s.st_size;
+					if (++q->found == q->n)
+						return 0;
+				}
 		}
 	}
-	return -ENOENT;
+	return q->found ? 0 : -ENOENT;
+}
+
+int target_syms(pid_t pid, const char *path, uint64_t bias, const char *const *names, size_t n,
+		uint64_t *addr, uint64_t *size)
+{
+	struct sym_query q = { .names = names, .n = n, .value = addr, .size = size };
+	int rc;
+
+	memset(addr, 0, n * sizeof(*addr));
+	memset(size, 0, n * sizeof(*size));
+	rc = with_elf(pid, path, find_sym, &q);
+	if (rc)
+		return rc;
+	for (size_t k = 0; k < n; k++)
+		if (addr[k])
+			addr[k] += bias;
+	return 0;
 }
 
 int target_sym(pid_t pid, const char *path, uint64_t bias, const char *name,
 	       uint64_t *addr, uint64_t *size)
 {
-	struct sym_query q = { .name = name };
-	int rc = with_elf(pid, path, find_sym, &q);
+	uint64_t a, sz;
+	int rc = target_syms(pid, path, bias, &name, 1, &a, &sz);
 
-	if (rc)
-		return rc;
-	*addr = bias + q.value;
+	if (rc || !a)
+		return rc ? rc : -ENOENT;
+	*addr = a;
 	if (size)
-		*size = q.size;
+		*size = sz;
 	return 0;
 }
