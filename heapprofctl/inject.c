@@ -134,10 +134,46 @@ static void risky_ranges(pid_t pid, const struct target_maps *tm, struct ranges 
 		add_object_text(global, tm, cl->path, "the client");
 }
 
+#define SCAN_MAX (64U << 10)
+
+/*
+ * The quick look: does any word between the thread's sp and the top of
+ * its stack point into a risky range? Every return address of its call
+ * stack is such a word, so "none" means no frame is inside one, without
+ * unwinding. Returns -1 when it cannot tell (the stack is deeper than the
+ * look), else 2 when a word points into a global-risky range, 1 into one
+ * the caller must avoid, 0 none.
+ */
+static int stack_words(pid_t pid, const struct sthread *t, const struct target_maps *tm,
+		       const struct ranges *global, const struct ranges *caller)
+{
+	static uint64_t buf[SCAN_MAX / 8];
+	uint64_t sp = t->regs.rsp, top = 0;
+	size_t len;
+	int res = 0;
+
+	for (int i = 0; i < tm->n; i++)
+		if (sp >= tm->m[i].start && sp < tm->m[i].end)
+			top = tm->m[i].end;
+	if (!top || top - sp > SCAN_MAX)
+		return -1;
+	len = (size_t)(top - (sp & ~7ULL));
+	if (remote_read(pid, sp & ~7ULL, buf, len))
+		return -1;
+	for (size_t i = 0; i < len / 8; i++) {
+		if (in_ranges(global, buf[i] - 1))
+			return 2;
+		if (in_ranges(caller, buf[i] - 1))
+			res = 1;
+	}
+	return res;
+}
+
 /* Where a thread is: 2 inside a global-risky function, 1 inside one the
  * caller must not be in, 0 neither. why says which and where. */
-static int where_is(unw_addr_space_t as, struct sthread *t, const struct ranges *global,
-		    const struct ranges *caller, char *why, size_t len)
+static int where_is(unw_addr_space_t as, pid_t pid, const struct target_maps *tm,
+		    struct sthread *t, const struct ranges *global, const struct ranges *caller,
+		    char *why, size_t len)
 {
 	const char *w;
 	unw_cursor_t c;
@@ -152,6 +188,16 @@ static int where_is(unw_addr_space_t as, struct sthread *t, const struct ranges 
 	if ((w = in_ranges(caller, t->regs.rip)) != NULL) {
 		snprintf(why, len, "thread %d is inside %s", (int)t->tid, w);
 		res = 1;
+	}
+	/* Only a word into a global-risky range needs the unwinding to tell
+	 * a frame from a stale value; for the caller's choice a maybe is a no. */
+	switch (stack_words(pid, t, tm, global, caller)) {
+	case 0:
+		return res;
+	case 1:
+		if (!res)
+			snprintf(why, len, "thread %d may be inside the allocator", (int)t->tid);
+		return 1;
 	}
 	upt = _UPT_create(t->tid);
 	if (!upt)
@@ -185,8 +231,9 @@ static int where_is(unw_addr_space_t as, struct sthread *t, const struct ranges 
  * Frames are unwound with the program's CFI; where that stops, the frames
  * seen so far are what is known.
  */
-static int unsafe(unw_addr_space_t as, struct stopset *s, const struct ranges *global,
-		  const struct ranges *caller, int *pick, char *why, size_t len)
+static int unsafe(unw_addr_space_t as, const struct target_maps *tm, struct stopset *s,
+		  const struct ranges *global, const struct ranges *caller, int *pick, char *why,
+		  size_t len)
 {
 	int res = 0;
 
@@ -194,7 +241,7 @@ static int unsafe(unw_addr_space_t as, struct stopset *s, const struct ranges *g
 	if (!as)
 		return 0;
 	for (int i = 0; i < s->n && res != 2; i++) {
-		res = where_is(as, &s->t[i], global, caller, why, len);
+		res = where_is(as, s->pid, tm, &s->t[i], global, caller, why, len);
 		if (res == 0 && (*pick < 0 || s->t[i].tid == s->pid))
 			*pick = i;
 		if (res == 1)
@@ -219,7 +266,8 @@ static uint64_t mono_us(void)
 
 /* Stop every thread at a safe point; *pick: the thread to call in. The
  * ranges are found before the process is stopped (its files are read). */
-static int stop_safely(pid_t pid, struct stopset *s, const struct ranges *global,
+static int stop_safely(pid_t pid, const struct target_maps *tm, struct stopset *s,
+		       const struct ranges *global,
 		       const struct ranges *caller, int *tries, int *pick, char *err, size_t errlen)
 {
 	unw_addr_space_t as = unw_create_addr_space(&_UPT_accessors, 0);
@@ -229,7 +277,7 @@ static int stop_safely(pid_t pid, struct stopset *s, const struct ranges *global
 	/* The unwind tables read once for all threads and tries. */
 	if (as)
 		unw_set_caching_policy(as, UNW_CACHE_GLOBAL);
-	for (*tries = 1; unsafe(as, s, global, caller, pick, why, sizeof(why)); (*tries)++) {
+	for (*tries = 1; unsafe(as, tm, s, global, caller, pick, why, sizeof(why)); (*tries)++) {
 		if (*tries >= SAFE_TRIES) {
 			snprintf(err, errlen,
 				 "pid %d: no safe moment to load the client in %d tries: %s "
@@ -496,7 +544,6 @@ int hp_inject_attach(pid_t pid, const char *lib, const char *config, struct inje
 	}
 	risky_ranges(pid, &tm, &global, &caller);
 	loaded = tmaps_find(&tm, "/" CLIENT_NAME) != NULL;
-	tmaps_free(&tm);
 	t0 = mono_us();
 	rc = stop_all(&s, pid, err, errlen);
 	tt->stop_us = mono_us() - t0;
@@ -506,7 +553,7 @@ int hp_inject_attach(pid_t pid, const char *lib, const char *config, struct inje
 		goto out;
 	}
 	t1 = mono_us();
-	rc = stop_safely(pid, &s, &global, &caller, &tt->tries, &pick, err, errlen);
+	rc = stop_safely(pid, &tm, &s, &global, &caller, &tt->tries, &pick, err, errlen);
 	tt->safe_us = mono_us() - t1;
 	if (rc)
 		goto out;
@@ -530,6 +577,7 @@ int hp_inject_attach(pid_t pid, const char *lib, const char *config, struct inje
 out:
 	release_all(&s);
 	tt->stopped_us = mono_us() - t0;
+	tmaps_free(&tm);
 	return rc;
 }
 
@@ -572,7 +620,7 @@ int hp_inject_detach(pid_t pid, struct inject_times *tt, char *err, size_t errle
 	for (busy = 0; busy < SAFE_TRIES; busy++) {
 		int tries, pick;
 
-		rc = stop_safely(pid, &s, &global, &caller, &tries, &pick, err, errlen);
+		rc = stop_safely(pid, &tm, &s, &global, &caller, &tries, &pick, err, errlen);
 		tt->tries += tries;
 		if (rc)
 			break;

@@ -33,7 +33,7 @@
 /* The stack below the thread's sp saved and put back: what the called
  * code may touch (dlopen with the client's constructor, a connect and
  * hello to the daemon). */
-#define SAVE_BELOW	(256U << 10)
+#define SAVE_BELOW	(64U << 10)
 #define XSTATE_MAX	16384
 /* A call that has not returned after this long is not waited for. */
 #define CALL_TIMEOUT_MS	30000
