@@ -25,7 +25,7 @@ static int load_client(struct daemon *d, int pid, unsigned long long interval, i
 	if (!realpath(lib, real))
 		snprintf(real, sizeof(real), "%s", lib);
 	snprintf(cfg, sizeof(cfg), "transport=%s interval=%llu%s%s%s", tr, interval,
-		 d->socket[0] ? " socket=" : "", d->socket, verbose > 1 ? " debug=1" : "");
+		 d->socket[0] ? " socket=" : "", d->socket, verbose > 2 ? " debug=1" : "");
 	rc = hp_inject_attach(pid, real, cfg, &it, err, sizeof(err));
 	if (rc < 0) {
 		finish_daemon(d);
@@ -57,6 +57,11 @@ static int unload_client(int pid)
 	if (rc == 0 && verbose)
 		note("took the client's hooks out of pid %d (stopped for %llu us)", pid,
 		     (unsigned long long)it.stopped_us);
+	if (rc == 0 && verbose > 1)
+		note("stopped: %llu us stopping the threads, %llu us finding a safe point, "
+		     "%llu us in heapprofd_client_detach",
+		     (unsigned long long)it.stop_us, (unsigned long long)it.safe_us,
+		     (unsigned long long)it.call_us);
 	return rc == 0;
 }
 /* ------------------------------------------------------------------ */

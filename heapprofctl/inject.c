@@ -617,15 +617,20 @@ int hp_inject_detach(pid_t pid, struct inject_times *tt, char *err, size_t errle
 			seize_error(pid, err, errlen);
 		goto out;
 	}
+	tt->stop_us = mono_us() - t0;
 	for (busy = 0; busy < SAFE_TRIES; busy++) {
+		uint64_t t1 = mono_us();
 		int tries, pick;
 
 		rc = stop_safely(pid, &tm, &s, &global, &caller, &tries, &pick, err, errlen);
 		tt->tries += tries;
+		tt->safe_us += mono_us() - t1;
 		if (rc)
 			break;
 		/* No other thread may run while the ring is unmapped. */
+		t1 = mono_us();
 		rc = remote_call(pid, NULL, &s.t[pick], fn, NULL, 0, NULL, 0, &ret, err, errlen);
+		tt->call_us += mono_us() - t1;
 		if (rc || (int)ret != -EBUSY)
 			break;
 		if ((rc = run_briefly(&s, RUN_US, err, errlen)) != 0)

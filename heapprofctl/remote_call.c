@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <sys/time.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -58,11 +59,14 @@ int remote_read(pid_t pid, uint64_t addr, void *buf, size_t len)
 	return n == (ssize_t)len ? 0 : -EIO;
 }
 
-/* Save the stack below top: page by page downwards while readable. */
+/* Save the stack below top: at once, or else page by page downwards while
+ * readable (the bottom of a stack may be unmapped or a guard page). */
 static size_t save_stack(int fd, uint64_t top, uint8_t *buf)
 {
 	size_t got = 0;
 
+	if (pread(fd, buf, SAVE_BELOW, (off_t)(top - SAVE_BELOW)) == (ssize_t)SAVE_BELOW)
+		return SAVE_BELOW;
 	while (got < SAVE_BELOW) {
 		uint64_t hi = top - got, lo = (hi - 1) & ~4095ULL;
 		size_t chunk = (size_t)(hi - lo);
@@ -84,7 +88,18 @@ static uint64_t mono_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* Run the thread until the call returns (rip 0). 0, or -errno with err. */
+static int wait_call(pid_t pid, struct stopset *others, struct sthread *t,
+		     struct user_regs_struct *out, int *stp, int *sigp, uint64_t deadline,
+		     uint64_t next_look, char *err, size_t errlen);
+
+static void on_alarm(int sig)
+{
+	(void)sig;	/* only to interrupt waitpid */
+}
+
+/* Run the thread until the call returns (rip 0). 0, or -errno with err.
+ * waitpid blocks (the return wakes us at once); a 10 ms interval timer
+ * interrupts it to look at the deadline and at lock waits. */
 /* Is the thread waiting on a futex (a lock)? */
 static int in_futex_wait(pid_t pid, pid_t tid)
 {
@@ -106,7 +121,25 @@ static int run_call(pid_t pid, struct stopset *others, struct sthread *t,
 		    struct user_regs_struct *out, char *err, size_t errlen)
 {
 	uint64_t start = mono_ms(), deadline = start + CALL_TIMEOUT_MS, next_look = start + 50;
-	int st, sig = 0;
+	struct itimerval tick = { { 0, 10000 }, { 0, 10000 } }, old_tick;
+	struct sigaction sa, old_sa;
+	int st = 0, sig = 0, rc;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_alarm;	/* no SA_RESTART: waitpid returns EINTR */
+	sigaction(SIGALRM, &sa, &old_sa);
+	setitimer(ITIMER_REAL, &tick, &old_tick);
+	rc = wait_call(pid, others, t, out, &st, &sig, deadline, next_look, err, errlen);
+	setitimer(ITIMER_REAL, &old_tick, NULL);
+	sigaction(SIGALRM, &old_sa, NULL);
+	return rc;
+}
+
+static int wait_call(pid_t pid, struct stopset *others, struct sthread *t,
+		     struct user_regs_struct *out, int *stp, int *sigp, uint64_t deadline,
+		     uint64_t next_look, char *err, size_t errlen)
+{
+	int st = *stp, sig = *sigp;
 
 	for (;;) {
 		pid_t r;
@@ -116,9 +149,7 @@ static int run_call(pid_t pid, struct stopset *others, struct sthread *t,
 			return -errno;
 		}
 		sig = 0;
-		while ((r = waitpid(t->tid, &st, __WALL | WNOHANG)) == 0) {
-			struct timespec ts = { 0, 50000 };
-
+		while ((r = waitpid(t->tid, &st, __WALL)) < 0 && errno == EINTR) {
 			if (mono_ms() > deadline) {
 				snprintf(err, errlen, "the call in pid %d did not return within %d s",
 					 (int)pid, CALL_TIMEOUT_MS / 1000);
@@ -133,10 +164,7 @@ static int run_call(pid_t pid, struct stopset *others, struct sthread *t,
 				if (in_futex_wait(pid, t->tid))
 					run_others_briefly(others, t->tid, 2000);
 			}
-			nanosleep(&ts, NULL);
 		}
-		if (r < 0 && errno == EINTR)
-			continue;
 		if (r < 0 || WIFEXITED(st) || WIFSIGNALED(st)) {
 			snprintf(err, errlen, "pid %d ended during the call", (int)pid);
 			return -ESRCH;
