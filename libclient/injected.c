@@ -34,17 +34,20 @@ HP_EXPORT volatile int heapprofd_client_injected;
 /* CLOCK_REALTIME nanoseconds of the last attach (the books' start). */
 HP_EXPORT volatile unsigned long long heapprofd_client_attach_time_ns;
 
-/* Is this library outside the global scope, i.e. not the interposer? */
+/*
+ * Is this library outside the global scope, i.e. not the interposer? Only
+ * this library defines heapprofd_client_attach, so a lookup in the global
+ * scope finds it exactly when we are there (preloaded, ld.so.preload,
+ * DT_NEEDED). (Asking for malloc would not do: a non-PIE program that takes
+ * malloc's address has a canonical PLT entry that the lookup returns.)
+ */
 int hp_detect_injected(void)
 {
-	Dl_info a, b;
-	void *m = dlsym(RTLD_DEFAULT, "malloc");
-
-	if (!m || !dladdr(m, &a) || !dladdr((void *)hp_detect_injected, &b))
-		return 0;
-	hp_injected = a.dli_fbase != b.dli_fbase;
-	if (hp_injected)
+	hp_injected = dlsym(RTLD_DEFAULT, "heapprofd_client_attach") == NULL;
+	if (hp_injected) {
+		dlerror();	/* the failed lookup is no error of the program's */
 		heapprofd_client_injected = 1;
+	}
 	return hp_injected;
 }
 
