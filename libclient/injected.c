@@ -36,14 +36,20 @@ HP_EXPORT volatile unsigned long long heapprofd_client_attach_time_ns;
 
 /*
  * Is this library outside the global scope, i.e. not the interposer? Only
- * this library defines heapprofd_client_attach, so a lookup in the global
- * scope finds it exactly when we are there (preloaded, ld.so.preload,
- * DT_NEEDED). (Asking for malloc would not do: a non-PIE program that takes
- * malloc's address has a canonical PLT entry that the lookup returns.)
+ * this library defines heapprofd_client_attach, so a lookup in the main
+ * program's scope (its handle: the program, its dependencies, preloaded
+ * and RTLD_GLOBAL objects) finds it exactly when we are there. (RTLD_DEFAULT
+ * would search our own dlopen group too; and asking for malloc would not
+ * do: a non-PIE program that takes malloc's address has a canonical PLT
+ * entry that the lookup returns.)
  */
 int hp_detect_injected(void)
 {
-	hp_injected = dlsym(RTLD_DEFAULT, "heapprofd_client_attach") == NULL;
+	void *main_scope = dlopen(NULL, RTLD_LAZY);
+
+	hp_injected = main_scope && !dlsym(main_scope, "heapprofd_client_attach");
+	if (main_scope)
+		dlclose(main_scope);
 	if (hp_injected) {
 		dlerror();	/* the failed lookup is no error of the program's */
 		heapprofd_client_injected = 1;
