@@ -191,7 +191,10 @@ static int find_sym(Elf *e, void *arg)
 			GElf_Sym s;
 			const char *nm;
 
-			if (!gelf_getsym(d, (int)i, &s) || s.st_shndx == SHN_UNDEF || !s.st_value)
+			/* An IFUNC's value is its resolver, not the function:
+			 * not what a caller wants. */
+			if (!gelf_getsym(d, (int)i, &s) || s.st_shndx == SHN_UNDEF || !s.st_value ||
+			    GELF_ST_TYPE(s.st_info) == STT_GNU_IFUNC)
 				continue;
 			nm = elf_strptr(e, sh.sh_link, s.st_name);
 			if (!nm)
