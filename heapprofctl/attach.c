@@ -19,14 +19,23 @@ static int load_client(struct daemon *d, int pid, unsigned long long interval, i
 			 !strcmp(d->transport, "kernel") ? "kernel" :
 			 !strcmp(d->transport, "socket") ? "socket" : "auto";
 	struct inject_times it;
+	sigset_t hold, old;
 	int rc;
 
+	sigemptyset(&hold);
+	sigaddset(&hold, SIGINT);
+	sigaddset(&hold, SIGTERM);
+	sigaddset(&hold, SIGHUP);
+	sigaddset(&hold, SIGQUIT);
 	client_lib(lib, sizeof(lib));
 	if (!realpath(lib, real))
 		snprintf(real, sizeof(real), "%s", lib);
 	snprintf(cfg, sizeof(cfg), "transport=%s interval=%llu%s%s%s", tr, interval,
 		 d->socket[0] ? " socket=" : "", d->socket, verbose > 2 ? " debug=1" : "");
+	/* Not stopped halfway: the process would run into our return trap. */
+	sigprocmask(SIG_BLOCK, &hold, &old);
 	rc = hp_inject_attach(pid, real, cfg, &it, err, sizeof(err));
+	sigprocmask(SIG_SETMASK, &old, NULL);
 	if (rc < 0) {
 		finish_daemon(d);
 		die("attach %d: %s", pid, err);
@@ -47,8 +56,18 @@ static int load_client(struct daemon *d, int pid, unsigned long long interval, i
 static int unload_client(int pid)
 {
 	struct inject_times it;
+	sigset_t hold, old;
 	char err[1024];
-	int rc = hp_inject_detach(pid, &it, err, sizeof(err));
+	int rc;
+
+	sigemptyset(&hold);
+	sigaddset(&hold, SIGINT);
+	sigaddset(&hold, SIGTERM);
+	sigaddset(&hold, SIGHUP);
+	sigaddset(&hold, SIGQUIT);
+	sigprocmask(SIG_BLOCK, &hold, &old);
+	rc = hp_inject_detach(pid, &it, err, sizeof(err));
+	sigprocmask(SIG_SETMASK, &old, NULL);
 
 	if (rc < 0) {
 		fprintf(stderr, "%s: detach %d: %s\n", prog, pid, err);

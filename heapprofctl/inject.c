@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libunwind-ptrace.h>
+#include <signal.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -226,6 +227,29 @@ static int where_is(unw_addr_space_t as, pid_t pid, const struct target_maps *tm
 }
 
 /*
+ * The call returns by a fault (SIGSEGV at address 0). The kernel unblocks
+ * a blocked SIGSEGV (and resets an ignored one) when it raises the fault,
+ * which would outlast the call: such a thread does not make the calls.
+ */
+static int segv_blocked(pid_t pid, pid_t tid)
+{
+	char p[80], line[128];
+	unsigned long long blk = 0, ign = 0;
+	FILE *f;
+
+	snprintf(p, sizeof(p), "/proc/%d/task/%d/status", (int)pid, (int)tid);
+	f = fopen(p, "re");
+	if (!f)
+		return 1;
+	while (fgets(line, sizeof(line), f)) {
+		sscanf(line, "SigBlk: %llx", &blk);
+		sscanf(line, "SigIgn: %llx", &ign);
+	}
+	fclose(f);
+	return ((blk | ign) >> (SIGSEGV - 1)) & 1;
+}
+
+/*
  * Is it a safe point? 0 yes, and *caller is the thread to make the calls
  * in (the main thread when it can); 1 no (why says which thread and where).
  * Frames are unwound with the program's CFI; where that stops, the frames
@@ -242,7 +266,8 @@ static int unsafe(unw_addr_space_t as, const struct target_maps *tm, struct stop
 		return 0;
 	for (int i = 0; i < s->n && res != 2; i++) {
 		res = where_is(as, s->pid, tm, &s->t[i], global, caller, why, len);
-		if (res == 0 && (*pick < 0 || s->t[i].tid == s->pid))
+		if (res == 0 && (*pick < 0 || s->t[i].tid == s->pid) &&
+		    !segv_blocked(s->pid, s->t[i].tid))
 			*pick = i;
 		if (res == 1)
 			res = 0;
@@ -250,7 +275,8 @@ static int unsafe(unw_addr_space_t as, const struct target_maps *tm, struct stop
 	if (res == 2)
 		return 1;
 	if (*pick < 0) {
-		snprintf(why + strlen(why), len - strlen(why), ", as is every other thread");
+		snprintf(why + strlen(why), len - strlen(why),
+			 ", as is every other thread (or it blocks SIGSEGV)");
 		return 1;
 	}
 	return 0;
@@ -318,6 +344,11 @@ static int read_status(pid_t pid, char *buf, size_t len, char *err, size_t errle
 	n = read(fd, buf, len - 1);
 	close(fd);
 	buf[n > 0 ? n : 0] = 0;
+	if (strstr(buf, "\nState:\tT") || strstr(buf, "\nState:\tt")) {
+		snprintf(err, errlen, "pid %d is stopped (job control or a debugger): continue it "
+			 "first (kill -CONT %d)", (int)pid, (int)pid);
+		return -EAGAIN;
+	}
 	if (strstr(buf, "\nState:\tZ") || strstr(buf, "\nState:\tX")) {
 		snprintf(err, errlen, "pid %d has exited (a zombie): nothing to attach to", (int)pid);
 		return -ESRCH;
