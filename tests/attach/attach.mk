@@ -6,13 +6,17 @@
 ATTACH_SRC := $(CURDIR)/tests/attach
 ATTACH_OUT := $(CURDIR)/build/tests/attach
 ATTACH_CFLAGS := -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer
-ATTACH_PROGS := $(ATTACH_OUT)/storm $(ATTACH_OUT)/libdlsite.so $(ATTACH_OUT)/static_loop
+ATTACH_PROGS := $(ATTACH_OUT)/storm $(ATTACH_OUT)/libdlsite.so $(ATTACH_OUT)/static_loop \
+	$(ATTACH_OUT)/cxx_storm
 
 $(ATTACH_OUT):
 	mkdir -p $@
 
 $(ATTACH_OUT)/storm: $(ATTACH_SRC)/storm.c | $(ATTACH_OUT)
 	$(CC) $(ATTACH_CFLAGS) -o $@ $< -ldl -lpthread
+
+$(ATTACH_OUT)/cxx_storm: $(ATTACH_SRC)/cxx_storm.cc | $(ATTACH_OUT)
+	$(CXX) -std=gnu++17 -Wall -Wextra -Werror -g -O1 -fno-omit-frame-pointer -o $@ $< -lpthread
 
 $(ATTACH_OUT)/libdlsite.so: $(ATTACH_SRC)/dlsite.c | $(ATTACH_OUT)
 	$(CC) $(ATTACH_CFLAGS) -fPIC -shared -o $@ $<
