@@ -169,12 +169,37 @@ int do_attach(int pid, unsigned secs, const char *out, unsigned long long interv
 	return show_results(20) ? 1 : rc;
 }
 
+/* Does a daemon listen at the control socket? */
+static int daemon_listens(void)
+{
+	const char *path = getenv(CTL_ENV) ? getenv(CTL_ENV) : CTL_DEFAULT;
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0), ok;
+
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+	ok = fd >= 0 && !connect(fd, (struct sockaddr *)&a, sizeof(a));
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
 int simple_request(const char *verb, int pid)
 {
 	char req[256], rep[MSG_MAX], v[PATH_MAX];
 	struct daemon d;
 	int rc;
 
+	/* The daemon that profiled it is gone (a private one, with its
+	 * heapprofctl): a client loaded by attach still has its hooks in. */
+	if (!strcmp(verb, "detach") && !daemon_listens() && kill(pid, 0) == 0) {
+		rc = unload_client(pid);
+		if (rc > 0) {
+			printf("detach %d: no daemon, no profile; the client's hooks are out\n", pid);
+			return 0;
+		}
+		if (rc < 0)
+			return 1;
+	}
 	reach_daemon(&d, 0, 0);
 	snprintf(req, sizeof(req), "%s", verb);
 	hpc_putu(req, sizeof(req), "pid", pid);
