@@ -39,6 +39,7 @@ struct slot {
 	void **where;
 	void *orig;
 	uintptr_t obj;		/* the object's load address (dlpi_addr) */
+	uint64_t id;		/* and its identity: name and program headers */
 	int relro;
 };
 
@@ -178,18 +179,33 @@ static void read_dynamic(uintptr_t base, const ElfW(Dyn) *d, struct dyn_info *di
 		di->soname = di->strtab + soname - 1;
 }
 
-static int already_seen(uintptr_t obj)
+/* Another object loaded where an unloaded one was is another object. */
+static uint64_t object_id(const struct dl_phdr_info *info)
+{
+	uint64_t h = 1469598103934665603ULL;
+
+	for (const char *c = info->dlpi_name ? info->dlpi_name : ""; *c; c++)
+		h = (h ^ (unsigned char)*c) * 1099511628211ULL;
+	return h ^ (uint64_t)(uintptr_t)info->dlpi_phdr;
+}
+
+static int already_seen(uintptr_t obj, uint64_t id)
 {
 	for (size_t i = 0; i < nslots; i++)
-		if (slots[i].obj == obj)
+		if (slots[i].obj == obj && slots[i].id == id)
 			return 1;
 	return 0;
 }
 
+struct live_obj {
+	uintptr_t base;
+	uint64_t id;
+};
+
 struct pass {
 	int err;
 	int count;		/* slots written */
-	uintptr_t *live;	/* load addresses of the objects there now */
+	struct live_obj *live;	/* the objects there now */
 	size_t nlive, cap;
 };
 
@@ -213,12 +229,10 @@ static int patch_object(struct dl_phdr_info *info, size_t size, void *arg)
 			relro_hi = page_of(base + ph->p_vaddr + ph->p_memsz);
 		}
 	}
-	if (ps->live && ps->nlive < ps->cap)
-		ps->live[ps->nlive++] = base;
 	if (!dyn || start == self_start || start == real_start ||
 	    start == getauxval(AT_SYSINFO_EHDR) || base == getauxval(AT_BASE))
 		return 0;
-	if (already_seen(base))
+	if (already_seen(base, object_id(info)))
 		return 0;
 	read_dynamic(base, dyn, &di);
 	if (!di.symtab || !di.strtab)
@@ -247,7 +261,7 @@ static int patch_object(struct dl_phdr_info *info, size_t size, void *arg)
 				ps->err = -ENOMEM;
 				return 1;
 			}
-			slots[nslots] = (struct slot){ where, *where, base,
+			slots[nslots] = (struct slot){ where, *where, base, object_id(info),
 				(uintptr_t)where >= relro_lo && (uintptr_t)where < relro_hi };
 			if (store(where, hook_fn[h], slots[nslots].relro)) {
 				ps->err = -errno;
@@ -260,9 +274,21 @@ static int patch_object(struct dl_phdr_info *info, size_t size, void *arg)
 	return 0;
 }
 
-/* Drop the slots of objects that were unloaded (dlclose): their memory
- * may belong to something else now. */
-static void forget_unloaded(const uintptr_t *live, size_t nlive)
+static int is_hook(const void *v)
+{
+	for (size_t h = 0; h < NHOOKED; h++)
+		if (v == hook_fn[h])
+			return 1;
+	return 0;
+}
+
+/*
+ * Drop the slots of objects that were unloaded (dlclose): their memory may
+ * belong to something else now. The same file loaded again where it was
+ * has the same identity and fresh slots: those that no longer hold our
+ * function are dropped too, so that the object is patched again.
+ */
+static void forget_unloaded(const struct live_obj *live, size_t nlive)
 {
 	size_t o = 0;
 
@@ -270,8 +296,8 @@ static void forget_unloaded(const uintptr_t *live, size_t nlive)
 		int found = 0;
 
 		for (size_t j = 0; j < nlive && !found; j++)
-			found = live[j] == slots[i].obj;
-		if (found)
+			found = live[j].base == slots[i].obj && live[j].id == slots[i].id;
+		if (found && is_hook(*slots[i].where))
 			slots[o++] = slots[i];
 	}
 	nslots = o;
@@ -284,15 +310,15 @@ static int live_objects(struct dl_phdr_info *info, size_t size, void *arg)
 	(void)size;
 	seen_subs = info->dlpi_subs;
 	if (ps->nlive < ps->cap)
-		ps->live[ps->nlive++] = info->dlpi_addr;
+		ps->live[ps->nlive++] = (struct live_obj){ info->dlpi_addr, object_id(info) };
 	return 0;
 }
 
 /* Bring the list of slots up to date with unloads: under got_lock. */
 static void check_unloads(void)
 {
-	uintptr_t live[1024];
-	struct pass ps = { .live = live, .cap = 1024 };
+	static struct live_obj live[4096];
+	struct pass ps = { .live = live, .cap = 4096 };
 	unsigned long long before = seen_subs;
 
 	dl_iterate_phdr(live_objects, &ps);
@@ -325,16 +351,9 @@ void hp_got_unpatch(void)
 	pthread_mutex_lock(&got_lock);
 	check_unloads();
 	hp_got_active = 0;
-	for (size_t i = nslots; i-- > 0;) {
-		struct slot *s = &slots[i];
-		int h;
-
-		for (h = 0; h < (int)NHOOKED; h++)
-			if (*s->where == hook_fn[h])
-				break;
-		if (h < (int)NHOOKED)
-			store(s->where, s->orig, s->relro);
-	}
+	for (size_t i = nslots; i-- > 0;)
+		if (is_hook(*slots[i].where))
+			store(slots[i].where, slots[i].orig, slots[i].relro);
 	nslots = 0;
 	pthread_mutex_unlock(&got_lock);
 }
