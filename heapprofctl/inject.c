@@ -444,6 +444,8 @@ static int preflight(pid_t pid, const char *lib, struct target_maps *tm, char *e
 	}
 	if ((rc = tmaps_read(pid, tm)) != 0) {
 		snprintf(err, errlen, "cannot read /proc/%d/maps: %s", (int)pid, strerror(-rc));
+		if (rc == -EACCES)
+			seize_error(pid, err, errlen);	/* whose it is, Yama */
 		return rc;
 	}
 	if (!tmaps_find(tm, "/ld-linux-x86-64.so.2") || !tmaps_find(tm, "/libc.so.6")) {
