@@ -19,6 +19,7 @@
  *   storm seccomp-strict | seccomp-filter | traced   a process attach must
  *                 refuse (strict seccomp, a seccomp filter, one traced by its
  *                 parent); prints "ready PID" and waits to be killed
+ *   storm idle    prints "ready PID" and waits to be killed
  *
  * The first line is "ready PID". With a STOP file no timing is involved.
  */
@@ -235,6 +236,8 @@ static int refusing(const char *mode)
 	}
 	printf("ready %d\n", (int)getpid());
 	fflush(stdout);
+	if (!strcmp(mode, "idle"))
+		wait_forever();
 	if (!strcmp(mode, "seccomp-filter")) {
 		struct sock_filter allow = BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
 		struct sock_fprog prog = { 1, &allow };
