@@ -45,8 +45,15 @@ exec 9>&-		# the holder exits: its buffers are released
 wait $holder
 expect "$(cat $D/buffer_count)" 0 "their release is ignored"
 # New buffers are counted again: two held while we look, then gone.
-got=$( (sleep 3; echo) | { "$HOLD" 2 8192 >/dev/null & sleep 2; cat $D/buffer_count; wait; } )
-expect "$got" 2 "new buffers are counted again"
+rm -f $fifo.out
+"$HOLD" 2 8192 <$fifo.in >$fifo.out &
+holder=$!
+exec 9>$fifo.in
+i=0
+while [ ! -s $fifo.out ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+expect "$(cat $D/buffer_count)" 2 "new buffers are counted again"
+exec 9>&-
+wait $holder
 expect "$(cat $D/buffer_count)" 0 "and forgotten when released"
 rm -f $fifo.in $fifo.out
 exit $failed
