@@ -321,6 +321,9 @@ static int drm_kv(const char *key, size_t klen, const char *v, void *arg)
 
 		if (klen <= pl || memcmp(key, mem[i].pfx, pl))
 			continue;
+		/* drm-total-cycles-<engine> is utilisation, not memory */
+		if (klen - pl >= 7 && !memcmp(key + pl, "cycles-", 7))
+			return 0;
 		r = drm_region(p->c, key + pl, klen - pl);
 		if (!r)
 			return 0;	/* more regions than we keep: ignored */
@@ -612,7 +615,7 @@ static void read_rollup(const char *proc, struct hp_dmaproc *p)
 	/* Kernel threads have an empty rollup: nothing to add. */
 	p->pss_kb = pss > 0 ? (uint64_t)pss : 0;
 	p->swap_pss_kb = swap > 0 ? (uint64_t)swap : 0;
-	p->has_rollup = pss >= 0;
+	p->has_rollup = 1;
 }
 
 /* SYS/kernel/heapprofd/dmabuf/buffers or SYS/kernel/dmabuf/buffers */
@@ -671,6 +674,19 @@ static int cmp_ref(const void *a, const void *b)
 	return (x->proc > y->proc) - (x->proc < y->proc);
 }
 
+/* A process's DRM clients by driver, device and id: the same order every time. */
+static int cmp_drm(const void *a, const void *b)
+{
+	const struct hp_drm_client *x = a, *y = b;
+	int c = strcmp(x->driver, y->driver);
+
+	if (!c)
+		c = strcmp(x->pdev, y->pdev);
+	if (!c)
+		c = (x->client_id > y->client_id) - (x->client_id < y->client_id);
+	return c;
+}
+
 int hp_dmabuf_collect(struct hp_dmabuf_info *info, const char *proc, const char *sys,
 		      int want_rollup, char *why, size_t whylen)
 {
@@ -696,7 +712,8 @@ int hp_dmabuf_collect(struct hp_dmabuf_info *info, const char *proc, const char 
 	}
 	closedir(d);
 	/* Process order is pid order: the tables and refs follow it. */
-	qsort(info->procs, info->nprocs, sizeof(*info->procs), cmp_pid);
+	if (info->nprocs)
+		qsort(info->procs, info->nprocs, sizeof(*info->procs), cmp_pid);
 	for (i = 0; i < info->nprocs; i++) {
 		struct hp_dmaproc *p = &info->procs[i];
 
@@ -728,9 +745,16 @@ int hp_dmabuf_collect(struct hp_dmabuf_info *info, const char *proc, const char 
 	snprintf(path, sizeof(path), "%s/kernel/dmabuf/buffers", sys);
 	info->android_sysfs = !read_sysfs_buffers(info, path, HP_SEEN_SYSFS);
 
-	qsort(info->bufs, info->nbufs, sizeof(*info->bufs), cmp_buf);
+	if (info->nbufs)
+		qsort(info->bufs, info->nbufs, sizeof(*info->bufs), cmp_buf);
 	for (i = 0; i < info->nbufs; i++)
-		qsort(info->bufs[i].refs, info->bufs[i].nrefs, sizeof(*info->bufs[i].refs), cmp_ref);
+		if (info->bufs[i].nrefs)
+			qsort(info->bufs[i].refs, info->bufs[i].nrefs, sizeof(*info->bufs[i].refs),
+			      cmp_ref);
+	for (i = 0; i < info->nprocs; i++)
+		if (info->procs[i].ndrm)
+			qsort(info->procs[i].drm, info->procs[i].ndrm, sizeof(*info->procs[i].drm),
+			      cmp_drm);
 
 	/* A DRM client two processes share counts once in system totals. */
 	for (i = 0; i < info->nprocs; i++)
