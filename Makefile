@@ -22,11 +22,11 @@ KDIR := $(shell scripts/stock-kdir 2>/dev/null)
 endif
 export KDIR
 
-.PHONY: all userspace client daemon ctl selftests hostile module check demo bench deps clean
+.PHONY: all userspace client daemon ctl selftests hostile dmabuf-tests module check demo bench deps clean
 
 all: userspace module
 
-userspace: client daemon ctl selftests hostile
+userspace: client daemon ctl selftests hostile dmabuf-tests
 
 client:
 	$(MAKE) -C libclient
@@ -43,6 +43,8 @@ selftests:
 
 # The hostile-client suite's programs (tests/hostile, security.rst).
 include tests/hostile/hostile.mk
+# The DMA-BUF maker of tests/dmabuf/run.
+include tests/dmabuf/dmabuf.mk
 
 module:
 	@test -n "$(KDIR)" || { echo "no kernel headers: apt-get install linux-headers-amd64 (or make KDIR=...)"; exit 1; }
