@@ -420,7 +420,7 @@ static void json_str(FILE *f, const char *s)
 
 static void mem_row(FILE *f, const struct hp_meminfo *m, int t)
 {
-	fprintf(f, "    %c %-14s %12lld kB  %s\n", mem_group[t].sign < 0 ? '-' : '+',
+	fprintf(f, "  %c %-17s %12lld kB  %s\n", mem_group[t].sign < 0 ? '-' : '+',
 		hp_mem_term_name[t], (long long)m->kb[t], m->src[t]);
 }
 
@@ -473,25 +473,25 @@ void hp_meminfo_print(FILE *f, const struct hp_meminfo *m, enum hp_out_fmt fmt)
 		return;
 	}
 	fprintf(f, "lost RAM = total - (pss - swap_pss + dmabuf_mapped) - free - cached - kernel_used - zram\n\n");
-	fprintf(f, "  %-18s %12lld kB  %s\n", "total", (long long)m->kb[HP_MT_TOTAL],
+	fprintf(f, "  %-19s %12lld kB  %s\n", "total", (long long)m->kb[HP_MT_TOTAL],
 		m->src[HP_MT_TOTAL]);
-	fprintf(f, "- %-18s %12lld kB  = pss - swap_pss + dmabuf_mapped\n", "pss (net)",
+	fprintf(f, "- %-19s %12lld kB  = pss - swap_pss + dmabuf_mapped\n", "pss (net)",
 		(long long)m->pss_net);
 	for (t = HP_MT_PSS; t <= HP_MT_DMABUF_MAPPED; t++)
 		mem_row(f, m, t);
-	fprintf(f, "- %-18s %12lld kB  %s\n", "free", (long long)m->kb[HP_MT_FREE],
+	fprintf(f, "- %-19s %12lld kB  %s\n", "free", (long long)m->kb[HP_MT_FREE],
 		m->src[HP_MT_FREE]);
-	fprintf(f, "- %-18s %12lld kB  = buffers + cached - mapped + kreclaimable + dma_heap_pools\n",
+	fprintf(f, "- %-19s %12lld kB  = buffers + cached - mapped + kreclaimable + dma_heap_pools\n",
 		"cached", (long long)m->cached);
 	for (t = HP_MT_CACHED_BUFFERS; t <= HP_MT_CACHED_POOLS; t++)
 		mem_row(f, m, t);
-	fprintf(f, "- %-18s %12lld kB  = sunreclaim + vmalloc_used + page_tables + kernel_stack + dmabuf_unmapped + gpu_private\n",
+	fprintf(f, "- %-19s %12lld kB  = sunreclaim + vmalloc_used + page_tables + kernel_stack + dmabuf_unmapped + gpu_private\n",
 		"kernel_used", (long long)m->kernel_used);
 	for (t = HP_MT_K_SUNRECLAIM; t <= HP_MT_K_GPU_PRIVATE; t++)
 		mem_row(f, m, t);
-	fprintf(f, "- %-18s %12lld kB  %s\n", "zram", (long long)m->kb[HP_MT_ZRAM],
+	fprintf(f, "- %-19s %12lld kB  %s\n", "zram", (long long)m->kb[HP_MT_ZRAM],
 		m->src[HP_MT_ZRAM]);
-	fprintf(f, "= %-18s %12lld kB\n", "lost", (long long)m->kb[HP_MT_LOST]);
+	fprintf(f, "= %-19s %12lld kB\n", "lost", (long long)m->kb[HP_MT_LOST]);
 	if (m->notes[0])
 		fprintf(f, "\nnotes:\n%s", m->notes);
 }

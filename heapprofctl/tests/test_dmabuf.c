@@ -728,6 +728,11 @@ int test_dmabuf(void)
 	test_tree();
 	test_live();
 	test_monitor();
+	/* HEAPPROFCTL_KEEP_TREE=1: leave the tree to look at with --proc-root */
+	if (getenv("HEAPPROFCTL_KEEP_TREE")) {
+		tap_diag("recorded tree kept in %s", root);
+		return 0;
+	}
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
 	if (system(cmd))
 		return 1;
