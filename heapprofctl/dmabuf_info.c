@@ -1058,9 +1058,9 @@ int hp_meminfo_collect(struct hp_meminfo *m, const char *proc, const char *sys, 
 	m->kb[HP_MT_K_DMABUF_UNMAPPED] =
 		(int64_t)((t.total - udmabuf) / 1024) - m->kb[HP_MT_DMABUF_MAPPED];
 	setsrc(m, HP_MT_DMABUF_MAPPED, "DMA-BUFs some process maps (%s/*/maps), each once", proc);
-	setsrc(m, HP_MT_K_DMABUF_UNMAPPED, "exported DMA-BUFs (%s%s%s/*/fdinfo) no process maps",
-		 info.module ? "heapprofd module sysfs, " : "",
-		 info.android_sysfs ? "/sys/kernel/dmabuf/buffers, " : "", proc);
+	setsrc(m, HP_MT_K_DMABUF_UNMAPPED, "exported DMA-BUFs (%s%s%s%s/*/fdinfo) no process maps",
+		 info.module ? "heapprofd module sysfs, " : "", info.android_sysfs ? sys : "",
+		 info.android_sysfs ? "/kernel/dmabuf/buffers, " : "", proc);
 	n = 0;
 	if (!info.module && !info.android_sysfs)
 		n += (size_t)snprintf(m->notes + n, sizeof(m->notes) - n,
