@@ -500,7 +500,8 @@ static void read_fds(struct hp_dmabuf_info *info, const char *proc, int pi)
 	snprintf(path, sizeof(path), "%s/%d/fdinfo", proc, p->pid);
 	d = opendir(path);
 	if (!d) {
-		p->unreadable = 1;
+		/* Gone, or a zombie: nothing held. Not allowed: say so. */
+		p->unreadable |= errno == EACCES || errno == EPERM;
 		return;
 	}
 	text = malloc(FDINFO_MAX);
@@ -570,7 +571,7 @@ static void read_maps(struct hp_dmabuf_info *info, const char *proc, int pi)
 	snprintf(path, sizeof(path), "%s/%d/maps", proc, p->pid);
 	f = fopen(path, "re");
 	if (!f) {
-		p->unreadable = 1;
+		p->unreadable |= errno == EACCES || errno == EPERM;
 		return;
 	}
 	while (fgets(line, sizeof(line), f)) {
@@ -607,7 +608,7 @@ static void read_rollup(const char *proc, struct hp_dmaproc *p)
 
 	snprintf(path, sizeof(path), "%s/%d/smaps_rollup", proc, p->pid);
 	if (read_text(path, text, sizeof(text)) < 0) {
-		p->unreadable = 1;
+		p->unreadable |= errno == EACCES || errno == EPERM;
 		return;
 	}
 	pss = hp_meminfo_field(text, "Pss");
