@@ -715,6 +715,45 @@ static void test_monitor(void)
 	ok(hp_monitor_format(buf, n, out, sizeof(out)) == 0, "monitor: an unknown command is skipped");
 }
 
+/* Random texts of the keys' pieces through every parser: no crash, no read past (ASan). */
+static void test_garbage(void)
+{
+	static const char *const piece[] = { "drm-", "total-", "memory", "driver:", "client-id:",
+		"\t", " ", "\n", ":", "KiB", "MiB", "99999999999999999999", "12", "-", "exp_name:",
+		"size:", "ino:", "count:", "/dmabuf:", "7f00-7f10 ", "rw-s ", "00:0d ", "x", "\x01" };
+	char text[600], out[256];
+	struct hp_drm_client c;
+	uint64_t a, b;
+	long cnt;
+	char e[64], nm[64];
+	unsigned seed = 12345;
+	int i, k, crashed = 0;
+
+	for (i = 0; i < 20000; i++) {
+		size_t n = 0;
+
+		for (k = 0; k < 40; k++) {
+			const char *p;
+
+			seed = seed * 1103515245 + 12345;
+			p = piece[(seed >> 16) % (sizeof(piece) / sizeof(piece[0]))];
+			if (n + strlen(p) + 1 >= sizeof(text))
+				break;
+			memcpy(text + n, p, strlen(p));
+			n += strlen(p);
+		}
+		text[n] = 0;
+		hp_parse_dmabuf_fdinfo(text, &a, &b, &cnt, e, sizeof(e), nm, sizeof(nm));
+		hp_parse_drm_fdinfo(text, &c);
+		hp_parse_dmabuf_maps_line(text, &a, &b, nm, sizeof(nm));
+		hp_meminfo_field(text, "drm-total");
+		for (k = 0; k < (int)n; k++)
+			text[k] = (char)(seed >> (k % 24));
+		hp_monitor_format(text, n, out, sizeof(out));
+	}
+	ok(!crashed, "parsers: 20000 random texts and messages, no crash (ASan/UBSan)");
+}
+
 int test_dmabuf(void)
 {
 	char cmd[128];
@@ -728,6 +767,7 @@ int test_dmabuf(void)
 	test_tree();
 	test_live();
 	test_monitor();
+	test_garbage();
 	/* HEAPPROFCTL_KEEP_TREE=1: leave the tree to look at with --proc-root */
 	if (getenv("HEAPPROFCTL_KEEP_TREE")) {
 		tap_diag("recorded tree kept in %s", root);
