@@ -258,6 +258,8 @@ int hp_dmabuf_print(FILE *f, const struct hp_dmabuf_info *info, enum hp_dmabuf_v
 			return 1;
 		}
 	}
+	if (only >= 0 && !proc_holds_any(info, only) && fmt == HP_FMT_TEXT)
+		fprintf(f, "process %d holds no DMA-BUF\n", pid);
 	switch (view) {
 	case HP_VIEW_PROCS:
 		print_procs(f, info, fmt, only);
@@ -269,8 +271,6 @@ int hp_dmabuf_print(FILE *f, const struct hp_dmabuf_info *info, enum hp_dmabuf_v
 		print_buffers(f, info, fmt);
 		break;
 	}
-	if (only >= 0 && !proc_holds_any(info, only) && fmt == HP_FMT_TEXT)
-		fprintf(f, "process %d holds no DMA-BUF\n", pid);
 	return 0;
 }
 
