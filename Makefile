@@ -8,6 +8,7 @@
 #   make demo       profile a real program end to end (in a VM with the module)
 #   make check      every test; the last line is "N passed, N failed"
 #   make bench      the benchmarks (results in bench/RESULTS.md)
+#   make bench-dmabuf  DMA-BUF export cost with and without the module (VMs)
 #   make deps       install every Debian package of scripts/apt-packages.txt
 #
 # `make demo` and `make check` install the Debian packages they need
@@ -22,7 +23,7 @@ KDIR := $(shell scripts/stock-kdir 2>/dev/null)
 endif
 export KDIR
 
-.PHONY: all userspace client daemon ctl selftests hostile dmabuf-tests module check demo bench deps clean
+.PHONY: all userspace client daemon ctl selftests hostile dmabuf-tests module check demo bench bench-dmabuf deps clean
 
 all: userspace module
 
@@ -55,6 +56,16 @@ check:
 
 demo:
 	@scripts/demo
+
+build/bench/export_bench: bench/dmabuf/export_bench.c proto/ring.h \
+		uapi/linux/heapprofd.h selftests/heapprofd/hp_dmabuf.h
+	mkdir -p $(@D)
+	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -I. -o $@ $<
+
+# The export loop in the guest: without the module, loaded, and recording.
+bench-dmabuf: build/bench/export_bench
+	scripts/vmtest --kernel stock-6.12 -- bench/dmabuf/run-vm
+	scripts/vmtest --kernel debug -- sh -c 'N=2000 bench/dmabuf/run-vm'
 
 bench: userspace
 	$(MAKE) -C libclient bench

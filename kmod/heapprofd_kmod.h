@@ -12,6 +12,10 @@
  * stats.c     global counters and reading the control page safely
  * sysfs.c     /sys/kernel/heapprofd
  * netlink.c   generic netlink family "heapprofd"
+ * krec.c      kernel records: per-session queue the consumer read(2)s
+ * dmabuf.c    DMA-BUF export/release sources, the buffer table, samples
+ * dmabuf_sysfs.c  /sys/kernel/heapprofd/dmabuf, built off the export path
+ * gpu.c       the gpu_mem_total tracepoint, /sys/kernel/heapprofd/gpu
  */
 #ifndef _HEAPPROFD_INTERNAL_H
 #define _HEAPPROFD_INTERNAL_H
@@ -119,6 +123,42 @@ extern struct hp_stats hp_stats;
 /* session.c                                                           */
 /* ------------------------------------------------------------------ */
 
+/* ------------------------------------------------------------------ */
+/* krec.c                                                              */
+/* ------------------------------------------------------------------ */
+
+/* Most bytes of kernel records queued for one session. */
+#define HP_KQ_MAX_BYTES		(4U << 20)
+
+/* One or more whole kernel records, queued and read together. */
+struct hp_krec {
+	struct list_head node;
+	u32 len;
+	u8 data[];
+};
+
+struct hp_kq {
+	struct kref ref;	/* the session's, and each sampled buffer's */
+	spinlock_t lock;	/* irqsave: taken from probe handlers */
+	struct list_head items;
+	u32 bytes;
+	bool closed;		/* the session is gone */
+	wait_queue_head_t *wq;	/* the session's, NULL once closed */
+	u64 lost_records;
+	u64 lost_bytes;
+	atomic64_t seq;
+};
+
+struct hp_krec *hp_krec_alloc(size_t len, gfp_t gfp);
+struct hp_kq *hp_kq_create(wait_queue_head_t *wq);
+void hp_kq_get(struct hp_kq *q);
+void hp_kq_put(struct hp_kq *q);
+void hp_kq_close(struct hp_kq *q);
+bool hp_kq_push(struct hp_kq *q, struct hp_krec *r, u64 est_bytes);
+u64 hp_kq_next_seq(struct hp_kq *q);
+bool hp_kq_pending(struct hp_kq *q);
+ssize_t hp_kq_read(struct hp_kq *q, char __user *buf, size_t count);
+
 struct hp_session {
 	struct kref ref;
 	struct list_head node;	/* on hp_sessions while not closed */
@@ -146,6 +186,7 @@ struct hp_session {
 	struct file *slots[HEAPPROFD_FD_SLOTS];
 
 	struct kobject *kobj;	/* sessions/<id>, NULL once closed */
+	struct hp_kq *kq;	/* kernel records for the consumer */
 };
 
 extern struct mutex hp_lock;
@@ -229,5 +270,80 @@ void hp_sysfs_session_del(struct hp_session *s);
 int hp_nl_init(void);
 void hp_nl_exit(void);
 void hp_nl_event(u8 cmd, struct hp_session *s);
+
+/* A DMA-BUF or GPU event, captured where it happens (any context). */
+struct hp_nl_res_ev {
+	u8 cmd;			/* HEAPPROFD_CMD_DMABUF_*, _GPU_TOTAL */
+	u32 pid;
+	u32 gpu_id;
+	u64 inode;
+	u64 size;
+	char exporter[32];
+	char comm[TASK_COMM_LEN];
+};
+
+void hp_nl_res_event(const struct hp_nl_res_ev *ev);
+
+/* ------------------------------------------------------------------ */
+/* dmabuf.c, dmabuf_sysfs.c, gpu.c                                     */
+/* ------------------------------------------------------------------ */
+
+#define HP_EXPORTER_LEN		32
+
+/* What the module knows of one exported DMA-BUF. */
+struct hp_dmabuf {
+	struct hlist_node hnode;	/* by key (the struct dma_buf) */
+	struct hlist_node inode_node;	/* by inode number */
+	struct list_head lnode;		/* live or dead list */
+	struct list_head vnode;		/* waiting for its view */
+	const void *key;		/* the struct dma_buf */
+	u64 ino;
+	u64 size;
+	pid_t exporter_pid;		/* tgid in the initial namespace */
+	char exporter[HP_EXPORTER_LEN];
+	struct hp_dmabuf_exp *exp;
+	/* The session that sampled it, and its release record. */
+	struct hp_kq *kq;
+	struct hp_krec *free_rec;
+	struct kobject *kobj;		/* buffers/<ino>, built by a worker */
+};
+
+/* Per exporter name. Never freed before module exit. */
+struct hp_dmabuf_exp {
+	struct list_head node;
+	char name[HP_EXPORTER_LEN];	/* sanitised for a sysfs name */
+	u64 count;
+	u64 bytes;
+	struct kobject *kobj;		/* exporters/<name> */
+	bool view_failed;
+};
+
+/* Global state, under hp_dmabuf_lock (irqsave). */
+extern spinlock_t hp_dmabuf_lock;
+extern struct list_head hp_dmabuf_live;	/* export order */
+extern struct list_head hp_dmabuf_dead;	/* released, view still up */
+extern struct list_head hp_dmabuf_exps;
+extern u64 hp_dmabuf_total_bytes;
+extern u64 hp_dmabuf_count;
+extern const char *hp_dmabuf_source;
+
+extern struct list_head hp_dmabuf_unviewed;
+extern bool hp_dmabuf_views_on;
+
+int hp_dmabuf_init(void);
+void hp_dmabuf_exit(void);
+void hp_dmabuf_forget_all(void);
+unsigned long hp_dmabuf_missed(void);
+struct hp_dmabuf *hp_dmabuf_find_ino(u64 ino);
+
+int hp_dmabuf_sysfs_init(struct kobject *parent);
+void hp_dmabuf_sysfs_exit(void);
+void hp_dmabuf_sysfs_changed(void);
+
+int hp_gpu_init(struct kobject *parent);
+void hp_gpu_exit(void);
+
+/* The /sys/kernel/heapprofd kobject. */
+extern struct kobject *hp_sysfs_root;
 
 #endif /* _HEAPPROFD_INTERNAL_H */

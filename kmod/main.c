@@ -72,12 +72,26 @@ static int __init hp_init(void)
 	ret = hp_nl_init();
 	if (ret)
 		goto err_sysfs;
+	ret = hp_dmabuf_sysfs_init(hp_sysfs_root);
+	if (ret)
+		goto err_nl;
+	ret = hp_gpu_init(hp_sysfs_root);
+	if (ret)
+		goto err_dmabuf_sysfs;
+	/* Never fails: without its probes the module works unaccounted. */
+	hp_dmabuf_init();
 	/* Last: from here on user space can create sessions. */
 	ret = misc_register(&hp_miscdev);
 	if (ret)
-		goto err_nl;
+		goto err_dmabuf;
 	return 0;
 
+err_dmabuf:
+	hp_dmabuf_exit();
+	hp_gpu_exit();
+err_dmabuf_sysfs:
+	hp_dmabuf_sysfs_exit();
+	hp_dmabuf_forget_all();
 err_nl:
 	hp_nl_exit();
 err_sysfs:
@@ -88,11 +102,16 @@ err_sysfs:
 /*
  * Every session and consumer file holds a reference to this module (their
  * fops have .owner set), so no session exists by the time this runs and
- * rmmod fails while one does.
+ * rmmod fails while one does; so does every pending DMA-BUF sample
+ * (dmabuf.c). First the probes go, then the views, then the tables.
  */
 static void __exit hp_exit(void)
 {
 	misc_deregister(&hp_miscdev);
+	hp_dmabuf_exit();
+	hp_gpu_exit();
+	hp_dmabuf_sysfs_exit();
+	hp_dmabuf_forget_all();
 	hp_nl_exit();
 	hp_sysfs_exit();
 }

@@ -21,13 +21,17 @@
  *
  * Events are captured where they happen (copying what they report) and sent
  * from a work item: messages are never built or sent in the caller's
- * context, which keeps the door open for callers in atomic context (probe
- * handlers) later.
+ * context. DMA-BUF and GPU events come from probe handlers in atomic
+ * context: they go through a fixed array (no allocation) and a token
+ * bucket of HEAPPROFD_EVENTS_PER_SEC per second; what is dropped either
+ * way is counted and reported with the next event sent (EVENTS_LOST).
  */
 #include <linux/list.h>
+#include <linux/math64.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/string.h>
+#include <linux/timekeeping.h>
 #include <linux/user_namespace.h>
 #include <linux/workqueue.h>
 #include <net/genetlink.h>
@@ -63,6 +67,13 @@ static const struct nla_policy hp_nl_policy[HEAPPROFD_A_MAX + 1] = {
 	[HEAPPROFD_A_PRODUCED_BYTES]	= { .type = NLA_U64 },
 	[HEAPPROFD_A_CONSUMED_BYTES]	= { .type = NLA_U64 },
 	[HEAPPROFD_A_DROPPED_RECORDS]	= { .type = NLA_U64 },
+	[HEAPPROFD_A_DMABUF_INODE]	= { .type = NLA_U64 },
+	[HEAPPROFD_A_DMABUF_SIZE]	= { .type = NLA_U64 },
+	[HEAPPROFD_A_DMABUF_EXPORTER]	= { .type = NLA_NUL_STRING,
+					    .len = HP_EXPORTER_LEN - 1 },
+	[HEAPPROFD_A_GPU_ID]		= { .type = NLA_U32 },
+	[HEAPPROFD_A_GPU_SIZE]		= { .type = NLA_U64 },
+	[HEAPPROFD_A_EVENTS_LOST]	= { .type = NLA_U64 },
 };
 
 static int hp_nl_dump(struct sk_buff *skb, struct netlink_callback *cb);
@@ -216,6 +227,150 @@ void hp_nl_event(u8 cmd, struct hp_session *s)
 	schedule_work(&hp_nl_work);
 }
 
+/* ------------------------------------------------------------------ */
+/* DMA-BUF and GPU events                                              */
+/* ------------------------------------------------------------------ */
+
+#define HP_NL_RES_SLOTS	256
+
+static struct {
+	spinlock_t lock;	/* irqsave: probe handlers queue */
+	struct hp_nl_res_ev ev[HP_NL_RES_SLOTS];
+	unsigned int head;	/* next to send */
+	unsigned int len;
+	u64 lost;		/* not queued since the last one sent */
+	u64 tokens;
+	u64 refill_ns;		/* when tokens were last topped up */
+	bool stopping;
+} hp_nl_res = {
+	.lock = __SPIN_LOCK_UNLOCKED(hp_nl_res.lock),
+	.tokens = HEAPPROFD_EVENTS_PER_SEC,
+};
+
+static void hp_nl_res_work_fn(struct work_struct *work);
+static DECLARE_WORK(hp_nl_res_work, hp_nl_res_work_fn);
+
+/* Token bucket: HEAPPROFD_EVENTS_PER_SEC a second, as many at once. */
+static bool hp_nl_res_take_token(u64 now)
+{
+	u64 add;
+
+	if (now > hp_nl_res.refill_ns) {
+		add = div_u64(now - hp_nl_res.refill_ns,
+			      NSEC_PER_SEC / HEAPPROFD_EVENTS_PER_SEC);
+		if (add) {
+			hp_nl_res.tokens = min_t(u64, hp_nl_res.tokens + add,
+						 HEAPPROFD_EVENTS_PER_SEC);
+			hp_nl_res.refill_ns = now;
+		}
+	}
+	if (!hp_nl_res.tokens)
+		return false;
+	hp_nl_res.tokens--;
+	return true;
+}
+
+/**
+ * hp_nl_res_event() - queue a DMA-BUF or GPU event (any context)
+ * @ev: what the message says, copied
+ */
+void hp_nl_res_event(const struct hp_nl_res_ev *ev)
+{
+	unsigned long flags;
+	bool queued = false;
+
+	/* Nobody listening: nothing to build, and no token spent. */
+	if (!genl_has_listeners(&hp_nl_family, &init_net, 0))
+		return;
+	spin_lock_irqsave(&hp_nl_res.lock, flags);
+	if (!hp_nl_res.stopping) {
+		if (hp_nl_res.len < HP_NL_RES_SLOTS &&
+		    hp_nl_res_take_token(ktime_get_mono_fast_ns())) {
+			hp_nl_res.ev[(hp_nl_res.head + hp_nl_res.len) %
+				     HP_NL_RES_SLOTS] = *ev;
+			hp_nl_res.len++;
+			queued = true;
+		} else {
+			hp_nl_res.lost++;
+		}
+	}
+	spin_unlock_irqrestore(&hp_nl_res.lock, flags);
+	if (queued)
+		schedule_work(&hp_nl_res_work);
+}
+
+static int hp_nl_res_fill(struct sk_buff *skb, const struct hp_nl_res_ev *ev,
+			  u64 lost)
+{
+	bool who = HP_MCGRP_FLAGS != 0;
+	void *hdr;
+	int err;
+
+	hdr = genlmsg_put(skb, 0, 0, &hp_nl_family, 0, ev->cmd);
+	if (!hdr)
+		return -EMSGSIZE;
+	if (ev->cmd == HEAPPROFD_CMD_GPU_TOTAL)
+		err = nla_put_u32(skb, HEAPPROFD_A_GPU_ID, ev->gpu_id) ||
+		      nla_put_u32(skb, HEAPPROFD_A_PID, ev->pid) ||
+		      nla_put_u64_64bit(skb, HEAPPROFD_A_GPU_SIZE, ev->size,
+					HEAPPROFD_A_PAD);
+	else
+		err = nla_put_u64_64bit(skb, HEAPPROFD_A_DMABUF_INODE,
+					ev->inode, HEAPPROFD_A_PAD) ||
+		      nla_put_u64_64bit(skb, HEAPPROFD_A_DMABUF_SIZE, ev->size,
+					HEAPPROFD_A_PAD) ||
+		      nla_put_string(skb, HEAPPROFD_A_DMABUF_EXPORTER,
+				     ev->exporter) ||
+		      (who && nla_put_u32(skb, HEAPPROFD_A_PID, ev->pid)) ||
+		      (who && ev->comm[0] &&
+		       nla_put_string(skb, HEAPPROFD_A_COMM, ev->comm));
+	if (!err && lost)
+		err = nla_put_u64_64bit(skb, HEAPPROFD_A_EVENTS_LOST, lost,
+					HEAPPROFD_A_PAD);
+	if (err) {
+		genlmsg_cancel(skb, hdr);
+		return -EMSGSIZE;
+	}
+	genlmsg_end(skb, hdr);
+	return 0;
+}
+
+static void hp_nl_res_work_fn(struct work_struct *work)
+{
+	struct hp_nl_res_ev ev;
+	struct sk_buff *skb;
+	unsigned long flags;
+	u64 lost;
+
+	for (;;) {
+		spin_lock_irqsave(&hp_nl_res.lock, flags);
+		if (!hp_nl_res.len) {
+			spin_unlock_irqrestore(&hp_nl_res.lock, flags);
+			return;
+		}
+		ev = hp_nl_res.ev[hp_nl_res.head];
+		hp_nl_res.head = (hp_nl_res.head + 1) % HP_NL_RES_SLOTS;
+		hp_nl_res.len--;
+		lost = hp_nl_res.lost;
+		hp_nl_res.lost = 0;
+		spin_unlock_irqrestore(&hp_nl_res.lock, flags);
+
+		skb = genlmsg_new(NLMSG_DEFAULT_SIZE, GFP_KERNEL);
+		if (skb && hp_nl_res_fill(skb, &ev, lost)) {
+			nlmsg_free(skb);
+			skb = NULL;
+		}
+		if (!skb) {
+			spin_lock_irqsave(&hp_nl_res.lock, flags);
+			hp_nl_res.lost += lost + 1;
+			spin_unlock_irqrestore(&hp_nl_res.lock, flags);
+			continue;
+		}
+		genlmsg_multicast(&hp_nl_family, skb, 0, 0, GFP_KERNEL);
+		cond_resched();
+	}
+}
+
 int __init hp_nl_init(void)
 {
 	return genl_register_family(&hp_nl_family);
@@ -224,7 +379,13 @@ int __init hp_nl_init(void)
 void hp_nl_exit(void)
 {
 	struct hp_nl_ev *ev, *tmp;
+	unsigned long flags;
 
+	/* The probes are gone: nothing queues after this. */
+	spin_lock_irqsave(&hp_nl_res.lock, flags);
+	hp_nl_res.stopping = true;
+	spin_unlock_irqrestore(&hp_nl_res.lock, flags);
+	cancel_work_sync(&hp_nl_res_work);
 	flush_work(&hp_nl_work);
 	genl_unregister_family(&hp_nl_family);
 	/* No session is left, so nothing can have been queued since. */

@@ -129,6 +129,8 @@ static void hp_session_free(struct kref *ref)
 	struct hp_session *s = container_of(ref, struct hp_session, ref);
 
 	hp_ring_free(&s->ring);
+	if (s->kq)
+		hp_kq_close(s->kq);
 	if (s->counted)
 		hp_user_sessions_sub(s->owner_uid);
 	if (s->mm)
@@ -305,6 +307,10 @@ long hp_register(void __user *uarg)
 	}
 	ret = hp_ring_alloc(&s->ring, &g, READ_ONCE(hp_charge_memlock));
 	if (ret)
+		goto err_free;
+	ret = -ENOMEM;
+	s->kq = hp_kq_create(&s->wq);
+	if (!s->kq)
 		goto err_free;
 
 	fd = get_unused_fd_flags(O_CLOEXEC);
@@ -601,11 +607,20 @@ static __poll_t hp_consumer_poll(struct file *file, poll_table *pt)
 
 	poll_wait(file, &s->wq, pt);
 	hp_session_snap(s, &snap);
-	if (snap.produced != snap.consumed)
+	if (snap.produced != snap.consumed || hp_kq_pending(s->kq))
 		mask |= EPOLLIN | EPOLLRDNORM;
 	if (READ_ONCE(s->state) == HEAPPROFD_STATE_CLOSED)
 		mask |= EPOLLHUP;
 	return mask;
+}
+
+/* Kernel records (uapi "Kernel records"); never blocks. */
+static ssize_t hp_consumer_read(struct file *file, char __user *buf,
+				size_t count, loff_t *ppos)
+{
+	struct hp_session *s = file->private_data;
+
+	return hp_kq_read(s->kq, buf, count);
 }
 
 static int hp_consumer_release(struct inode *inode, struct file *file)
@@ -623,6 +638,7 @@ static int hp_consumer_release(struct inode *inode, struct file *file)
 static const struct file_operations hp_consumer_fops = {
 	.owner		= THIS_MODULE,
 	.release	= hp_consumer_release,
+	.read		= hp_consumer_read,
 	.unlocked_ioctl	= hp_consumer_ioctl,
 	.compat_ioctl	= compat_ptr_ioctl,
 	.mmap		= hp_file_mmap,

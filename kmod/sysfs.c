@@ -20,7 +20,7 @@
 #include "compat.h"
 #include "heapprofd_kmod.h"
 
-static struct kobject *hp_kobj;
+struct kobject *hp_sysfs_root;
 static struct kobject *hp_sessions_kobj;
 
 /* ------------------------------------------------------------------ */
@@ -248,13 +248,13 @@ int hp_sysfs_init(void)
 {
 	int ret;
 
-	hp_kobj = kobject_create_and_add("heapprofd", kernel_kobj);
-	if (!hp_kobj)
+	hp_sysfs_root = kobject_create_and_add("heapprofd", kernel_kobj);
+	if (!hp_sysfs_root)
 		return -ENOMEM;
-	ret = sysfs_create_group(hp_kobj, &hp_group);
+	ret = sysfs_create_group(hp_sysfs_root, &hp_group);
 	if (ret)
 		goto err;
-	hp_sessions_kobj = kobject_create_and_add("sessions", hp_kobj);
+	hp_sessions_kobj = kobject_create_and_add("sessions", hp_sysfs_root);
 	if (!hp_sessions_kobj) {
 		ret = -ENOMEM;
 		goto err_group;
@@ -262,15 +262,15 @@ int hp_sysfs_init(void)
 	return 0;
 
 err_group:
-	sysfs_remove_group(hp_kobj, &hp_group);
+	sysfs_remove_group(hp_sysfs_root, &hp_group);
 err:
-	kobject_put(hp_kobj);
+	kobject_put(hp_sysfs_root);
 	return ret;
 }
 
 void hp_sysfs_exit(void)
 {
 	kobject_put(hp_sessions_kobj);
-	sysfs_remove_group(hp_kobj, &hp_group);
-	kobject_put(hp_kobj);
+	sysfs_remove_group(hp_sysfs_root, &hp_group);
+	kobject_put(hp_sysfs_root);
 }

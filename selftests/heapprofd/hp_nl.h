@@ -43,6 +43,12 @@ struct hp_nl_msg {
 	uint64_t data_size;
 	char comm[32];
 	int has_id, has_pid, has_comm;
+	/* DMA-BUF and GPU events */
+	uint64_t inode;
+	uint64_t size;
+	char exporter[32];
+	uint32_t gpu_id;
+	uint64_t events_lost;
 };
 
 static inline int hp_nl_send(struct hp_nl *nl, uint16_t type, uint16_t flags,
@@ -215,6 +221,31 @@ static inline void hp_nl_decode(struct nlmsghdr *n, struct hp_nl_msg *m)
 		case HEAPPROFD_A_DATA_SIZE:
 			if (dl >= 8)
 				memcpy(&m->data_size, d, 8);
+			break;
+		case HEAPPROFD_A_DMABUF_INODE:
+			if (dl >= 8)
+				memcpy(&m->inode, d, 8);
+			break;
+		case HEAPPROFD_A_DMABUF_SIZE:
+		case HEAPPROFD_A_GPU_SIZE:
+			if (dl >= 8)
+				memcpy(&m->size, d, 8);
+			break;
+		case HEAPPROFD_A_GPU_ID:
+			if (dl >= 4)
+				memcpy(&m->gpu_id, d, 4);
+			break;
+		case HEAPPROFD_A_EVENTS_LOST:
+			if (dl >= 8)
+				memcpy(&m->events_lost, d, 8);
+			break;
+		case HEAPPROFD_A_DMABUF_EXPORTER:
+			if (dl > 0) {
+				size_t c = dl < sizeof(m->exporter) ? dl : sizeof(m->exporter) - 1;
+
+				memcpy(m->exporter, d, c);
+				m->exporter[sizeof(m->exporter) - 1] = 0;
+			}
 			break;
 		case HEAPPROFD_A_COMM:
 			if (dl > 0) {
