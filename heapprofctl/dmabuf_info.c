@@ -113,13 +113,14 @@ static int read_line(const char *path, char *out, size_t len)
 	return 0;
 }
 
+/* -1: could not be read (gone: a released buffer reads ENODEV); -2: not a number. */
 static int read_u64_file(const char *path, uint64_t *v)
 {
 	char buf[64];
 
 	if (read_text(path, buf, sizeof(buf)) < 0)
 		return -1;
-	return whole_u64(buf, v);
+	return whole_u64(buf, v) ? -2 : 0;
 }
 
 /* Printable names only: anything else becomes '?'. */
@@ -631,12 +632,14 @@ static int read_sysfs_buffers(struct hp_dmabuf_info *info, const char *dir, unsi
 		char path[PATH_MAX], exp[64];
 		uint64_t inode, size, pid;
 		struct hp_dmabuf *b;
+		int r;
 
 		if (whole_u64(de->d_name, &inode))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s/size", dir, de->d_name);
-		if (read_u64_file(path, &size)) {
-			info->skipped++;
+		r = read_u64_file(path, &size);
+		if (r) {
+			info->skipped += r == -2;
 			continue;	/* released meanwhile, or malformed */
 		}
 		b = buf_get(info, inode);
