@@ -5,6 +5,7 @@
 # build/.
 #
 #   make            user space and the module for Debian's stock 6.1 headers
+#                   (make KDIR=$(scripts/stock-kdir 6.12) for its 6.12)
 #   make demo       profile a real program end to end (in a VM with the module)
 #   make check      every test; the last line is "N passed, N failed"
 #   make bench      the benchmarks (results in bench/RESULTS.md)

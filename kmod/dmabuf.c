@@ -21,8 +21,8 @@
  * interrupts off, allocate with GFP_ATOMIC and copy nothing from user
  * space. The export handler records the buffer (one small allocation and
  * two hash insertions; sysfs views are built elsewhere, see
- * dmabuf_sysfs.c) and, when the exporting task is a user process and some
- * session exists, queues a task work. That work runs in the exporter's own
+ * dmabuf_sysfs.c) and, when the exporting process owns a session, queues
+ * a task work. That work runs in the exporter's own
  * process context on its way back to user space, where reading its stack is
  * allowed: if the process has a session with a consumer, the export is
  * sampled as an allocation of the "dmabuf" heap (uapi: "Kernel records")
@@ -109,8 +109,14 @@ struct hp_dmabuf *hp_dmabuf_find_ino(u64 ino)
 	return NULL;
 }
 
-/* sysfs directory names may not contain '/'; an empty one says unknown. */
-static void hp_exporter_name(char *dst, const char *src)
+/**
+ * hp_exporter_name() - an exporter's name as a sysfs directory name
+ * @dst: HP_EXPORTER_LEN bytes
+ * @src: the driver's exp_name, may be NULL
+ *
+ * No '/' or newline, not "." or "..", not empty ("unknown" instead).
+ */
+void hp_exporter_name(char *dst, const char *src)
 {
 	char *p;
 
@@ -122,6 +128,7 @@ static void hp_exporter_name(char *dst, const char *src)
 	if (!strcmp(dst, ".") || !strcmp(dst, ".."))
 		strscpy(dst, "unknown", HP_EXPORTER_LEN);
 }
+EXPORT_SYMBOL_NS_GPL(hp_exporter_name, HEAPPROFD_NS);
 
 static struct hp_dmabuf_exp *hp_dmabuf_exp_get(const char *name)
 {
@@ -157,12 +164,6 @@ struct hp_dmabuf_tw {
 	u64 size;
 	char exporter[HP_EXPORTER_LEN];
 };
-
-/* Sessions that may want samples: a hint read without hp_lock. */
-static bool hp_dmabuf_any_session(void)
-{
-	return READ_ONCE(hp_stats.sessions_active) != 0;
-}
 
 /* The user registers the unwinder starts from; 0 for a task we skip. */
 static u32 hp_dmabuf_user_regs(struct pt_regs *regs, u64 *out, u32 *arch)
@@ -220,7 +221,7 @@ static u64 hp_dmabuf_stack_top(u64 sp)
  * always recorded, exactly; a smaller one with probability size/interval,
  * standing for interval bytes. Either way the estimate is unbiased.
  */
-static bool hp_dmabuf_sample(u64 size, u64 interval, u64 *est, bool *exact)
+bool hp_dmabuf_sample(u64 size, u64 interval, u64 *est, bool *exact)
 {
 	*exact = size >= interval;
 	if (*exact) {
@@ -230,6 +231,7 @@ static bool hp_dmabuf_sample(u64 size, u64 interval, u64 *est, bool *exact)
 	*est = interval;
 	return get_random_u64() % interval < size;
 }
+EXPORT_SYMBOL_NS_GPL(hp_dmabuf_sample, HEAPPROFD_NS);
 
 /* A session's sampling settings, read once from the shared control page. */
 struct hp_dmabuf_cfg {
@@ -275,7 +277,8 @@ static struct hp_krec *hp_dmabuf_build(struct hp_dmabuf_tw *tw,
 		len = min_t(u64, top - sp, c->stack_cap) & ~7ULL;
 
 	size = sizeof(*d) + sizeof(*a) + len;
-	r = hp_krec_alloc(size, GFP_KERNEL_ACCOUNT);
+	/* Up to 64 KiB of stack: an order-5 allocation that may fail. */
+	r = hp_krec_alloc(size, GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
 	if (!r)
 		return NULL;
 	d = (void *)r->data;
@@ -367,8 +370,10 @@ static void hp_dmabuf_sample_export(struct hp_dmabuf_tw *tw)
 	rec = hp_dmabuf_build(tw, kq, &cfg, est, exact);
 	free_rec = hp_dmabuf_build_free(tw->ino);
 	if (!rec || !free_rec) {
+		/* Out of memory: the consumer hears of it as a lost sample. */
 		kfree(rec);
 		kfree(free_rec);
+		hp_kq_lost(kq, est);
 		goto out;
 	}
 	/*
@@ -447,7 +452,8 @@ static void hp_dmabuf_exported(struct dma_buf *db)
 		b->exporter_pid = task_tgid_nr(current);
 
 	/* The sample is taken on the way back to user space. */
-	if (user && hp_dmabuf_any_session() && try_module_get(THIS_MODULE)) {
+	if (user && hp_tgid_has_session(b->exporter_pid) &&
+	    try_module_get(THIS_MODULE)) {
 		tw = kzalloc(sizeof(*tw), GFP_ATOMIC | __GFP_NOWARN);
 		if (tw) {
 			init_task_work(&tw->cb, hp_dmabuf_twork);

@@ -27,6 +27,7 @@
 #include <linux/list.h>
 #include <linux/mutex.h>
 #include <linux/sched.h>
+#include <linux/sizes.h>
 #include <linux/spinlock.h>
 #include <linux/types.h>
 #include <linux/wait.h>
@@ -127,8 +128,12 @@ extern struct hp_stats hp_stats;
 /* krec.c                                                              */
 /* ------------------------------------------------------------------ */
 
-/* Most bytes of kernel records queued for one session. */
-#define HP_KQ_MAX_BYTES		(4U << 20)
+/*
+ * Most bytes of kernel records queued for one session: 15 samples with
+ * whole 64 KiB stacks, hundreds with the usual few KiB. Charged to the
+ * exporter's memory cgroup.
+ */
+#define HP_KQ_MAX_BYTES		SZ_1M
 
 /* One or more whole kernel records, queued and read together. */
 struct hp_krec {
@@ -155,6 +160,7 @@ void hp_kq_get(struct hp_kq *q);
 void hp_kq_put(struct hp_kq *q);
 void hp_kq_close(struct hp_kq *q);
 bool hp_kq_push(struct hp_kq *q, struct hp_krec *r, u64 est_bytes);
+void hp_kq_lost(struct hp_kq *q, u64 est_bytes);
 u64 hp_kq_next_seq(struct hp_kq *q);
 bool hp_kq_pending(struct hp_kq *q);
 ssize_t hp_kq_read(struct hp_kq *q, char __user *buf, size_t count);
@@ -201,6 +207,7 @@ long hp_register(void __user *uarg);
 long hp_attach(void __user *uarg);
 
 bool hp_session_owner_current(struct hp_session *s);
+bool hp_tgid_has_session(pid_t tgid);
 int hp_user_sessions_decide(unsigned long count, unsigned int max);
 
 extern unsigned long hp_max_data_size;
@@ -330,6 +337,8 @@ extern const char *hp_dmabuf_source;
 extern struct list_head hp_dmabuf_unviewed;
 extern bool hp_dmabuf_views_on;
 
+void hp_exporter_name(char *dst, const char *src);
+bool hp_dmabuf_sample(u64 size, u64 interval, u64 *est, bool *exact);
 int hp_dmabuf_init(void);
 void hp_dmabuf_exit(void);
 void hp_dmabuf_forget_all(void);

@@ -2,7 +2,8 @@
 /*
  * KUnit tests for heapprofd.ko's pure logic: ring geometry and the mmap
  * rule, the attach permission decision, statistics read from a hostile
- * control page, and ioctl argument checks.
+ * control page, ioctl argument checks, and the DMA-BUF side: exporter
+ * names, the sampling rule and the kernel record queue.
  *
  * Built as heapprofd_kunit.ko when the target kernel has CONFIG_KUNIT; load
  * it after heapprofd.ko (it uses symbols that module exports in the
@@ -434,6 +435,98 @@ static void validate_info(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, hp_check_info(&a), -EINVAL);
 }
 
+/* ------------------------------------------------------------------ */
+/* DMA-BUF: exporter names, sampling, the kernel record queue          */
+/* ------------------------------------------------------------------ */
+
+static void dmabuf_exporter_names(struct kunit *test)
+{
+	char n[HP_EXPORTER_LEN];
+
+	hp_exporter_name(n, "system");
+	KUNIT_EXPECT_STREQ(test, n, "system");
+	hp_exporter_name(n, NULL);
+	KUNIT_EXPECT_STREQ(test, n, "unknown");
+	hp_exporter_name(n, "");
+	KUNIT_EXPECT_STREQ(test, n, "unknown");
+	hp_exporter_name(n, "..");
+	KUNIT_EXPECT_STREQ(test, n, "unknown");
+	hp_exporter_name(n, "a/b\nc");
+	KUNIT_EXPECT_STREQ(test, n, "a_b_c");
+	hp_exporter_name(n, "a-name-much-longer-than-thirty-one-bytes");
+	KUNIT_EXPECT_EQ(test, strlen(n), (size_t)HP_EXPORTER_LEN - 1);
+}
+
+static void dmabuf_sample_rule(struct kunit *test)
+{
+	const u64 interval = 1 << 20, size = interval / 8;
+	const unsigned int trials = 20000;
+	unsigned int i, hits = 0;
+	bool exact;
+	u64 est;
+
+	/* At least the interval: always, exactly. */
+	KUNIT_EXPECT_TRUE(test, hp_dmabuf_sample(interval, interval, &est,
+						 &exact));
+	KUNIT_EXPECT_TRUE(test, exact);
+	KUNIT_EXPECT_EQ(test, est, interval);
+	KUNIT_EXPECT_TRUE(test, hp_dmabuf_sample(3 * interval, interval,
+						 &est, &exact));
+	KUNIT_EXPECT_EQ(test, est, 3 * interval);
+	/* Below: p = size/interval, standing for interval: unbiased. */
+	for (i = 0; i < trials; i++) {
+		if (hp_dmabuf_sample(size, interval, &est, &exact)) {
+			hits++;
+			KUNIT_EXPECT_FALSE(test, exact);
+			KUNIT_EXPECT_EQ(test, est, interval);
+		}
+	}
+	/* Expected 2500, sd 47: six sd either way. */
+	KUNIT_EXPECT_GT(test, hits, 2500U - 282);
+	KUNIT_EXPECT_LT(test, hits, 2500U + 282);
+}
+
+static void dmabuf_kq_bounded(struct kunit *test)
+{
+	wait_queue_head_t wq;
+	struct hp_krec *r;
+	struct hp_kq *q;
+	unsigned int i, n = HP_KQ_MAX_BYTES / (64 << 10);
+
+	init_waitqueue_head(&wq);
+	q = hp_kq_create(&wq);
+	KUNIT_ASSERT_NOT_NULL(test, q);
+	KUNIT_EXPECT_FALSE(test, hp_kq_pending(q));
+	for (i = 0; i < n; i++) {
+		r = hp_krec_alloc(64 << 10, GFP_KERNEL);
+		KUNIT_ASSERT_NOT_NULL(test, r);
+		KUNIT_EXPECT_TRUE(test, hp_kq_push(q, r, 4096));
+	}
+	KUNIT_EXPECT_EQ(test, q->bytes, HP_KQ_MAX_BYTES);
+	/* Full: the next one is counted, with what it stood for. */
+	r = hp_krec_alloc(64, GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, r);
+	KUNIT_EXPECT_FALSE(test, hp_kq_push(q, r, 12345));
+	KUNIT_EXPECT_EQ(test, q->lost_records, 1ULL);
+	KUNIT_EXPECT_EQ(test, q->lost_bytes, 12345ULL);
+	KUNIT_EXPECT_TRUE(test, hp_kq_pending(q));
+	/* A closed queue takes nothing and counts nothing. */
+	hp_kq_get(q);
+	hp_kq_close(q);
+	r = hp_krec_alloc(64, GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, r);
+	KUNIT_EXPECT_FALSE(test, hp_kq_push(q, r, 1));
+	KUNIT_EXPECT_EQ(test, q->lost_records, 1ULL);
+	hp_kq_put(q);	/* frees what is still queued */
+}
+
+static struct kunit_case heapprofd_dmabuf_cases[] = {
+	KUNIT_CASE(dmabuf_exporter_names),
+	KUNIT_CASE(dmabuf_sample_rule),
+	KUNIT_CASE(dmabuf_kq_bounded),
+	{}
+};
+
 static struct kunit_case heapprofd_geom_cases[] = {
 	KUNIT_CASE(geom_default_size),
 	KUNIT_CASE(geom_bad_sizes),
@@ -492,8 +585,14 @@ static struct kunit_suite heapprofd_validate_suite = {
 	.test_cases = heapprofd_validate_cases,
 };
 
+static struct kunit_suite heapprofd_dmabuf_suite = {
+	.name = "heapprofd_dmabuf",
+	.test_cases = heapprofd_dmabuf_cases,
+};
+
 kunit_test_suites(&heapprofd_geom_suite, &heapprofd_access_suite,
-		  &heapprofd_stats_suite, &heapprofd_validate_suite);
+		  &heapprofd_stats_suite, &heapprofd_validate_suite,
+		  &heapprofd_dmabuf_suite);
 
 MODULE_DESCRIPTION("KUnit tests for heapprofd.ko");
 MODULE_LICENSE("GPL");

@@ -24,6 +24,7 @@
 #include <linux/uaccess.h>
 #include <linux/wait.h>
 
+#include "compat.h"
 #include "heapprofd_kmod.h"
 
 /**
@@ -44,6 +45,7 @@ struct hp_krec *hp_krec_alloc(size_t len, gfp_t gfp)
 		r->len = len;
 	return r;
 }
+EXPORT_SYMBOL_NS_GPL(hp_krec_alloc, HEAPPROFD_NS);
 
 /**
  * hp_kq_create() - a queue for a new session
@@ -63,6 +65,7 @@ struct hp_kq *hp_kq_create(wait_queue_head_t *wq)
 	q->wq = wq;
 	return q;
 }
+EXPORT_SYMBOL_NS_GPL(hp_kq_create, HEAPPROFD_NS);
 
 static void hp_kq_free(struct kref *ref)
 {
@@ -78,6 +81,7 @@ void hp_kq_get(struct hp_kq *q)
 {
 	kref_get(&q->ref);
 }
+EXPORT_SYMBOL_NS_GPL(hp_kq_get, HEAPPROFD_NS);
 
 /* Any context: the last reference only frees memory. */
 void hp_kq_put(struct hp_kq *q)
@@ -85,6 +89,7 @@ void hp_kq_put(struct hp_kq *q)
 	if (q)
 		kref_put(&q->ref, hp_kq_free);
 }
+EXPORT_SYMBOL_NS_GPL(hp_kq_put, HEAPPROFD_NS);
 
 /**
  * hp_kq_close() - the session is being freed: queue nothing more
@@ -103,6 +108,7 @@ void hp_kq_close(struct hp_kq *q)
 	spin_unlock_irqrestore(&q->lock, flags);
 	hp_kq_put(q);
 }
+EXPORT_SYMBOL_NS_GPL(hp_kq_close, HEAPPROFD_NS);
 
 /**
  * hp_kq_push() - queue an item, or count it as lost
@@ -135,6 +141,24 @@ bool hp_kq_push(struct hp_kq *q, struct hp_krec *r, u64 est_bytes)
 		kfree(r);
 	return queued;
 }
+EXPORT_SYMBOL_NS_GPL(hp_kq_push, HEAPPROFD_NS);
+
+/**
+ * hp_kq_lost() - count a record that could not even be built
+ * @q: the queue
+ * @est_bytes: what it would have stood for
+ */
+void hp_kq_lost(struct hp_kq *q, u64 est_bytes)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&q->lock, flags);
+	if (!q->closed) {
+		q->lost_records++;
+		q->lost_bytes += est_bytes;
+	}
+	spin_unlock_irqrestore(&q->lock, flags);
+}
 
 /* The next kernel sequence number of the session. */
 u64 hp_kq_next_seq(struct hp_kq *q)
@@ -158,6 +182,7 @@ bool hp_kq_pending(struct hp_kq *q)
 	spin_unlock_irqrestore(&q->lock, flags);
 	return pending;
 }
+EXPORT_SYMBOL_NS_GPL(hp_kq_pending, HEAPPROFD_NS);
 
 /**
  * hp_kq_read() - read(2) on a consumer fd

@@ -52,7 +52,6 @@ static const struct file_operations hp_dev_fops = {
 	.open		= nonseekable_open,
 	.unlocked_ioctl	= hp_dev_ioctl,
 	.compat_ioctl	= compat_ptr_ioctl,
-	.llseek		= no_llseek,
 };
 
 static struct miscdevice hp_miscdev = {

@@ -73,6 +73,45 @@ static DEFINE_XARRAY(hp_user_sessions);
 static const struct file_operations hp_session_fops;
 static const struct file_operations hp_consumer_fops;
 
+/*
+ * Live sessions per owner tgid (initial namespace), under hp_lock for
+ * writers. Probe handlers in atomic context read it (xa_load is RCU-safe)
+ * to skip processes without a session cheaply.
+ */
+static DEFINE_XARRAY(hp_owner_tgids);
+
+static void hp_owner_count(struct hp_session *s, bool add)
+{
+	unsigned long key = pid_nr(s->owner);
+	unsigned long n;
+	void *old;
+
+	lockdep_assert_held(&hp_lock);
+	old = xa_load(&hp_owner_tgids, key);
+	n = old ? xa_to_value(old) : 0;
+	if (add)
+		n++;
+	else if (n)
+		n--;
+	if (n)	/* a failure only costs the session its DMA-BUF samples */
+		xa_store(&hp_owner_tgids, key, xa_mk_value(n), GFP_KERNEL);
+	else
+		xa_erase(&hp_owner_tgids, key);
+}
+
+/**
+ * hp_tgid_has_session() - might this process own a live session?
+ * @tgid: thread-group id in the initial pid namespace
+ *
+ * Any context. A hint: the caller looks the session up properly later.
+ *
+ * Return: true if it registered one that is not closed.
+ */
+bool hp_tgid_has_session(pid_t tgid)
+{
+	return !!xa_load(&hp_owner_tgids, tgid);
+}
+
 /**
  * hp_user_sessions_decide() - may a user with @count sessions add one?
  * @count: sessions of the user whose memory exists
@@ -332,6 +371,7 @@ long hp_register(void __user *uarg)
 	s->id = ++hp_last_id;
 	hp_ctl_init(s->ring.vaddr, &g, s->id, a.flags);
 	list_add_tail(&s->node, &hp_sessions);
+	hp_owner_count(s, true);
 	hp_stats.sessions_active++;
 	mutex_unlock(&hp_lock);
 
@@ -551,6 +591,7 @@ static int hp_session_release(struct inode *inode, struct file *file)
 	list_del_init(&s->node);
 	WRITE_ONCE(s->state, HEAPPROFD_STATE_CLOSED);
 	hp_kstate_publish(s);
+	hp_owner_count(s, false);
 	hp_stats.sessions_active--;
 	/* The producer is gone: its counters are final. */
 	hp_session_snap(s, &snap);

@@ -80,17 +80,29 @@ static inline int vgem_fd(void)
 }
 
 /*
- * Which exporter makes our buffers: its name in sysfs. A PRIME export
- * carries the DRM core's name, "drm".
+ * The exporters we know how to drive, by the name their buffers carry in
+ * sysfs (a PRIME export carries the DRM core's name, "drm").
  */
+static const char *const hp_buf_kinds[] = { "system", "udmabuf", "drm" };
+#define HP_BUF_KINDS	3
+
+static inline int buf_kind_available(const char *kind)
+{
+	if (!strcmp(kind, "system"))
+		return access("/dev/dma_heap/system", R_OK) == 0;
+	if (!strcmp(kind, "udmabuf"))
+		return access("/dev/udmabuf", R_OK) == 0;
+	return vgem_fd() >= 0;
+}
+
+/* The first exporter the kernel has, or NULL. */
 static inline const char *buf_kind(void)
 {
-	if (access("/dev/dma_heap/system", R_OK) == 0)
-		return "system";
-	if (access("/dev/udmabuf", R_OK) == 0)
-		return "udmabuf";
-	if (vgem_fd() >= 0)
-		return "drm";
+	int i;
+
+	for (i = 0; i < HP_BUF_KINDS; i++)
+		if (buf_kind_available(hp_buf_kinds[i]))
+			return hp_buf_kinds[i];
 	return NULL;
 }
 
@@ -114,10 +126,10 @@ static inline int make_vgem_buf(size_t size)
 	return ret;
 }
 
-/* A new DMA-BUF of @size bytes (a page multiple); fd or -errno. */
-static __attribute__((unused, noinline)) int make_buf(size_t size)
+/* A new DMA-BUF of @size bytes (a page multiple) from @kind; fd or -errno. */
+static __attribute__((unused, noinline)) int make_buf_of(const char *kind,
+							 size_t size)
 {
-	const char *kind = buf_kind();
 	int fd, mfd, ret;
 
 	if (!kind)
@@ -162,6 +174,12 @@ static __attribute__((unused, noinline)) int make_buf(size_t size)
 	close(fd);
 	close(mfd);
 	return ret;
+}
+
+/* A new DMA-BUF from the first exporter the kernel has. */
+static __attribute__((unused, noinline)) int make_buf(size_t size)
+{
+	return make_buf_of(buf_kind(), size);
 }
 
 #endif /* HP_DMABUF_H */

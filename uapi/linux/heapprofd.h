@@ -372,8 +372,9 @@ struct heapprofd_rec_maps {
 /*
  * Kernel records (ABI 5). read(2) on a consumer fd returns the records the
  * kernel queued for the session, whole records only, as many as fit in the
- * buffer (EINVAL if the first does not fit: 64 KiB always suffices for a
- * default stack cap), -EAGAIN when none is queued; it never blocks. poll()
+ * buffer (EINVAL if the first does not fit: 128 KiB always suffices, as
+ * the kernel copies at most HEAPPROFD_STACK_CAP_DEFAULT bytes of stack),
+ * -EAGAIN when none is queued; it never blocks. poll()
  * on the consumer fd reports EPOLLIN while kernel records are queued too.
  * The framing is the ring's (struct heapprofd_rec_hdr, len a multiple of
  * HEAPPROFD_REC_ALIGN) with stamp 0 and neither BUSY nor DISCARD set.
@@ -389,7 +390,7 @@ struct heapprofd_rec_maps {
  * own per-session counter (ordering kernel records only). When the buffer
  * is released (by whichever process drops the last reference) a
  * HEAPPROFD_REC_FREE with the same addr and heap_id follows. The queue
- * holds at most 4 MiB per session; what does not fit is counted and
+ * holds at most 1 MiB per session; what does not fit is counted and
  * reported by the next HEAPPROFD_REC_KLOST.
  */
 struct heapprofd_rec_klost {
