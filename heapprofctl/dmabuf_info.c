@@ -1024,6 +1024,8 @@ int hp_meminfo_collect(struct hp_meminfo *m, const char *proc, const char *sys, 
 	if (m->vmap_stack) {
 		m->kb[HP_MT_K_KERNELSTACK] = 0;
 		setsrc(m, HP_MT_K_KERNELSTACK, "0: vmap stacks (%s), KernelStack is inside VmallocUsed", how);
+	} else {
+		setsrc(m, HP_MT_K_KERNELSTACK, "%s KernelStack (no vmap stacks: %s)", path, how);
 	}
 
 	snprintf(path, sizeof(path), "%s/kernel/dma_heap/total_pools_kb", sys);
