@@ -65,8 +65,8 @@ build/bench/export_bench: bench/dmabuf/export_bench.c proto/ring.h \
 
 # The export loop in the guest: without the module, loaded, and recording.
 bench-dmabuf: build/bench/export_bench
-	scripts/vmtest --kernel stock-6.12 -- bench/dmabuf/run-vm
-	scripts/vmtest --kernel debug -- sh -c 'N=2000 bench/dmabuf/run-vm'
+	scripts/vmtest --kernel stock-6.12 --add bench/dmabuf/run-vm -- bench/dmabuf/run-vm
+	scripts/vmtest --kernel debug --add bench/dmabuf/run-vm -- sh -c 'N=2000 bench/dmabuf/run-vm'
 
 bench: userspace
 	$(MAKE) -C libclient bench

@@ -444,6 +444,7 @@ static void drain_ring(struct hpd_session *s, int producer_gone);
 void hpd_session_drain(struct hpd_session *s, int producer_gone)
 {
 	drain_ring(s, producer_gone);
+	hpd_session_read_kernel(s, producer_gone);
 	/* What the pipeline batched goes to its books now (s->proc is NULL
 	 * if the session ended). */
 	hp_proc_flush(s->proc);
@@ -589,6 +590,102 @@ static void drain_ring(struct hpd_session *s, int producer_gone)
 			break;
 	}
 	guard_on = 0;
+}
+
+/*
+ * Kernel records: what the module adds to the session (DMA-BUF exports and
+ * releases, ABI 5), read(2) from the consumer fd, whole records, never
+ * blocking. The module hands out a DMABUF record and its ALLOC as one unit
+ * and copies at most a default stack cap (64 KiB) of stack, so 128 KiB
+ * holds any unit; EINVAL means the first did not fit all the same, so it
+ * is read once more into a buffer of the largest record there can be. From
+ * a module without kernel records read(2) fails with EINVAL or ENOSYS
+ * whatever the size: the session goes on without them.
+ */
+#define KREC_BUF	(128U << 10)
+/* Reads per drain: a flood of kernel records waits for the next turn. */
+#define KREC_READS	16
+/* Once the process is gone: its queue (1 MiB at most) is read to the end. */
+#define KREC_READS_GONE	1024
+
+static int feed_kernel_buf(struct hpd_session *s, const uint8_t *b, size_t n)
+{
+	char why[160];
+	size_t off = 0;
+
+	while (off < n) {
+		struct heapprofd_rec_hdr h;
+		size_t len = n - off;
+
+		/* A record that overruns the bytes read is fed as the rest, to
+		 * be refused and counted; nothing after it can be framed. */
+		if (len >= sizeof(h)) {
+			memcpy(&h, b + off, sizeof(h));
+			if ((h.len & HEAPPROFD_REC_LEN_MASK) >= sizeof(h) &&
+			    (h.len & HEAPPROFD_REC_LEN_MASK) <= len)
+				len = h.len & HEAPPROFD_REC_LEN_MASK;
+		}
+		if (hp_proc_feed_kernel(s->proc, b + off, len, why, sizeof(why)) < 0) {
+			s->kbad++;
+			if (!s->kbad_logged) {
+				s->kbad_logged = 1;
+				hpd_log(HPD_WARN, "pid %d: a malformed kernel record was left out: %s",
+					(int)s->pid, why);
+			}
+		} else {
+			s->krecords++;
+		}
+		off += len;
+	}
+	return 0;
+}
+
+void hpd_session_read_kernel(struct hpd_session *s, int producer_gone)
+{
+	int reads = producer_gone ? KREC_READS_GONE : KREC_READS;
+
+	if (s->transport != HPD_T_KERNEL || s->krec_off || !s->enabled || s->ending ||
+	    s->conn_fd < 0 || !s->proc)
+		return;
+	if (!s->kbuf && !(s->kbuf = malloc(KREC_BUF)))
+		return;
+	while (reads-- > 0) {
+		ssize_t n = read(s->conn_fd, s->kbuf, KREC_BUF);
+
+		if (n < 0 && errno == EINVAL) {
+			uint8_t *big = malloc(HP_REC_LEN_MAX);
+
+			n = big ? read(s->conn_fd, big, HP_REC_LEN_MAX) : -1;
+			if (n > 0)
+				feed_kernel_buf(s, big, (size_t)n);
+			free(big);
+			if (n > 0)
+				continue;
+			if (!big)
+				errno = EAGAIN;	/* out of memory: try again later */
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return;
+		if (n < 0) {
+			/* An older module (no kernel records), or a consumer fd
+			 * that cannot be read: the ring alone, as before. */
+			if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
+				hpd_log(HPD_WARN, "pid %d: reading kernel records: %s; going on without them",
+					(int)s->pid, strerror(errno));
+			else
+				hpd_log(HPD_DEBUG, "pid %d: the module has no kernel records (%s)",
+					(int)s->pid, strerror(errno));
+			s->krec_off = 1;
+			return;
+		}
+		if (n == 0)
+			return;
+		feed_kernel_buf(s, s->kbuf, (size_t)n);
+	}
+	/* Records may be left: the loop comes back at once, after the others. */
+	hpd_backlog = 1;
 }
 
 /* Copy the client's exact counters for the books. */
@@ -752,6 +849,7 @@ void hpd_sessions_reap(void)
 		if (s->ending) {
 			*pp = s->next;
 			free(s->buf);
+			free(s->kbuf);
 			free(s->tpriv);
 			free(s);
 		} else {

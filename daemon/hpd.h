@@ -136,6 +136,11 @@ struct hpd_session {
 	/* The client's drop counters as of the last dump (the done event). */
 	uint64_t drop_records, drop_frees, drop_est_bytes;
 	uint64_t heaps_off[4];		/* heaps the rule leaves out (config) */
+	/* Kernel records (module transport, uapi "Kernel records"). */
+	uint8_t *kbuf;			/* read(2) buffer, KREC_BUF bytes */
+	int krec_off;			/* the module has none (an older ABI) */
+	int kbad_logged;
+	uint64_t krecords, kbad;	/* fed, and left out as malformed */
 	char end_reason[160];
 	char dump_error[600];	/* why the last dump failed (hp_proc_dump_why) */
 	void *tpriv;			/* transport's state, freed at reap */
@@ -151,6 +156,8 @@ int hpd_session_map(struct hpd_session *s, int fd, int is_memfd,
 const char *hpd_ring_refusal(int rc);
 int hpd_session_enable(struct hpd_session *s, struct hpd_rule *r);
 void hpd_session_drain(struct hpd_session *s, int producer_gone);
+/* Module transport: read(2) the kernel's records and feed them (part of the drain). */
+void hpd_session_read_kernel(struct hpd_session *s, int producer_gone);
 int hpd_session_dump(struct hpd_session *s, unsigned which, char *path, size_t pathlen);
 void hpd_session_end(struct hpd_session *s, const char *why);
 void hpd_session_detach(struct hpd_session *s);

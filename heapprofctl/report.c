@@ -18,7 +18,7 @@
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: heapprofctl report FILE [--top N] [--svg OUT.svg] [--folded] [--base OTHER]\n"
-		   "                          [--sample-index NAME] [--title TEXT]\n"
+		   "                          [--sample-index NAME] [--title TEXT] [--heap NAME|list]\n"
 		   "                          [--drop-frames REGEX | --no-drop-frames]\n"
 		   "       heapprofctl report --timeline OUT.svg [--timeline-csv OUT.csv|-] [--top N]\n"
 		   "                          PREFIX | FILE...\n"
@@ -31,6 +31,10 @@ static void usage(FILE *f)
 		   "               inuse_space, alloc_objects, inuse_objects (default: inuse_space,\n"
 		   "               or alloc_space when nothing is in use)\n"
 		   "  --title TEXT the flame graph's title (default: FILE)\n"
+		   "  --heap NAME  the heap shown by the tables, --svg and --folded: libc.malloc\n"
+		   "               (or malloc), a custom heap's name, or dmabuf (DMA-BUF exports,\n"
+		   "               with their exporter); default: malloc and the custom heaps.\n"
+		   "               --heap list lists the profile's heaps\n"
 		   "  --drop-frames REGEX  allocator frames to fold into their callers (pprof's\n"
 		   "               drop_frames rule; default: the profile's own expression)\n"
 		   "  --no-drop-frames     show every frame down to malloc\n"
@@ -136,7 +140,7 @@ int hp_timeline_write(char *const *in, int nin, const char *svg, const char *csv
 int hp_report_main(int argc, char **argv)
 {
 	const char *file = NULL, *svg = NULL, *base = NULL, *tl = NULL, *tl_csv = NULL,
-		   *extra = NULL;
+		   *extra = NULL, *heap = NULL;
 	struct hp_render_opts ro = { .metric = -1 };
 	int top = 20, folded = 0, i, rc = 0, top_set = 0, nin = 0;
 	char **in = calloc((size_t)argc + 1, sizeof(*in));
@@ -170,6 +174,8 @@ int hp_report_main(int argc, char **argv)
 				free(in);
 				return 2;
 			}
+		} else if (!strcmp(argv[i], "--heap") && i + 1 < argc) {
+			heap = argv[++i];
 		} else if (!strcmp(argv[i], "--title") && i + 1 < argc) {
 			ro.title = argv[++i];
 		} else if (!strcmp(argv[i], "--drop-frames") && i + 1 < argc) {
@@ -241,6 +247,21 @@ int hp_report_main(int argc, char **argv)
 	ro.top = top;
 	if (!ro.title)
 		ro.title = file;
+	/* A heap the profile does not have would print an empty report. */
+	if (heap && (!strcmp(heap, "list") ||
+		     (!hp_prof_has_heap(show, heap) && strcmp(heap, "malloc") &&
+		      strcmp(heap, "libc.malloc")))) {
+		int list = !strcmp(heap, "list");
+
+		if (!list)
+			fprintf(stderr, "report: %s has no samples of heap '%s'; its heaps:\n",
+				file, heap);
+		hp_prof_heaps(show, list ? stdout : stderr, list ? "" : "  ");
+		hp_prof_free(&a);
+		hp_prof_free(&d);
+		return list ? (fflush(stdout) ? 1 : 0) : 2;
+	}
+	ro.heap = heap;
 	if (!rc && svg) {
 		struct hp_out o;
 		FILE *f = NULL;

@@ -20,6 +20,13 @@
  *     for HP_PENDING_WINDOW events are dropped (they freed memory allocated
  *     before profiling began).
  *
+ * The dmabuf heap (DMA-BUF exports the kernel reports, ABI 5) is booked
+ * the same way under its own seq (the kernel's counter: the live entries
+ * are keyed by heap, so its seqs are only ever compared with each other).
+ * Its paths start at a node for the buffer's exporter, which becomes the
+ * sample's "exporter" label; its bytes are device memory, not the heap's,
+ * so they stay out of the in-use total and its peak.
+ *
  * The peak: every new maximum of the in-use bytes starts a new "peak
  * generation". Before a node changes for the first time after a peak it
  * saves its values, so the state at the peak costs O(1) per event and the
@@ -45,7 +52,11 @@ struct frame {
 	struct hp_elf *elf;
 	uint64_t pc, bias;
 	int is_ip;		/* the sampled ip itself, not a return address */
+	const char *label;	/* not a frame: a dmabuf exporter (interned) */
 };
+
+/* Distinct exporter names kept apart; more are booked as one. */
+#define HP_MAX_LABELS		256
 
 struct node {
 	struct node *parent;
@@ -136,6 +147,14 @@ struct hp_books {
 	size_t stack_bytes;
 	struct live *free_live;
 	struct live_chunk *live_chunks;
+	/* Kernel records: the DMABUF record waiting for its ALLOC. */
+	struct {
+		uint64_t seq, inode;
+		char exporter[32];
+		int valid;
+	} dmabuf_next;
+	struct hp_strtab labels;	/* exporter names */
+	uint64_t kexports, kreleases, klost_records, klost_bytes, kunlabelled;
 };
 
 static struct live *live_get(struct hp_books *b)
@@ -207,6 +226,7 @@ void hp_books_free(struct hp_books *b)
 		free(b->heaps[i]);
 	for (i = 0; i < (int)HP_STACK_CACHE; i++)
 		free(b->stacks[i].fr);
+	hp_strtab_free(&b->labels);
 	free(b);
 }
 
@@ -239,7 +259,11 @@ void hp_books_heap(struct hp_books *b, const struct heapprofd_rec_heap *r)
 {
 	struct heap *h = get_heap(b, r->heap_id);
 
-	if (h)
+	/* The kernel's dmabuf heap has its own sample types in the profile:
+	 * a custom heap may not pass for it. */
+	if (h && hp_heap_own_types(r->name))
+		snprintf(h->name, sizeof(h->name), "user:%.26s", r->name);
+	else if (h)
 		snprintf(h->name, sizeof(h->name), "%s", r->name);
 }
 
@@ -264,6 +288,57 @@ static struct frame *intern_frame(struct hp_books *b, const struct hp_uframe *f,
 	fr->is_ip = is_ip;
 	if (hp_hmap_put(&b->frames, (uintptr_t)f->elf, k2, fr)) {
 		hp_elf_put(fr->elf);
+		free(fr);
+		return NULL;
+	}
+	b->nframes++;
+	return fr;
+}
+
+static int label_known(const struct hp_books *b, const char *name)
+{
+	uint64_t h = hp_hash_str(name), l = strlen(name);
+	const char *v;
+
+	for (; (v = hp_hmap_get(&b->labels.m, h, l)) != NULL; l += 1ULL << 40)
+		if (!strcmp(v, name))
+			return 1;
+	return 0;
+}
+
+/*
+ * The exporter's node at the root of a dmabuf path. The name came from a
+ * driver (exp_name): only printable ASCII is kept, so that it cannot break
+ * a text report or a folded line.
+ */
+static struct frame *label_frame(struct hp_books *b, const char *exporter)
+{
+	char name[40];
+	const char *in;
+	struct frame *fr;
+	size_t k;
+
+	for (k = 0; exporter[k] && k < sizeof(name) - 1; k++) {
+		unsigned char c = (unsigned char)exporter[k];
+
+		name[k] = c > ' ' && c < 0x7f && c != ';' ? (char)c : '_';
+	}
+	name[k] = 0;
+	if (!k)
+		snprintf(name, sizeof(name), "(unnamed)");
+	if (b->labels.m.n >= HP_MAX_LABELS && !label_known(b, name))
+		snprintf(name, sizeof(name), "(other)");
+	in = hp_intern(&b->labels, name);
+	if (!in)
+		return NULL;
+	fr = hp_hmap_get(&b->frames, (uintptr_t)in, UINT64_MAX);
+	if (fr)
+		return fr;
+	fr = calloc(1, sizeof(*fr));
+	if (!fr)
+		return NULL;
+	fr->label = in;
+	if (hp_hmap_put(&b->frames, (uintptr_t)in, UINT64_MAX, fr)) {
 		free(fr);
 		return NULL;
 	}
@@ -360,7 +435,7 @@ static void touch(struct hp_books *b, struct node *n)
 	}
 }
 
-static void account_free(struct hp_books *b, struct live *l)
+static void account_free(struct hp_books *b, struct live *l, uint32_t heap_id)
 {
 	struct node *n = l->node;
 
@@ -370,7 +445,8 @@ static void account_free(struct hp_books *b, struct live *l)
 	n->cur.inuse_n -= l->objs;
 	n->cur.inuse_b -= l->est;
 	n->cur.inuse_u -= l->usable;
-	b->inuse_total -= l->est;
+	if (heap_id != HEAPPROFD_HEAP_DMABUF)
+		b->inuse_total -= l->est;
 }
 
 static void expire_pending(struct hp_books *b);
@@ -405,15 +481,27 @@ void hp_books_alloc(struct hp_books *b, const struct heapprofd_rec_alloc *a,
 	struct heap *h = get_heap(b, a->heap_id);
 	uint32_t truncated = !!(a->hdr.flags & HEAPPROFD_ALLOC_STACK_TRUNCATED);
 	struct path_ent *pe = path_id ? &b->paths[path_id & (HP_PATH_CACHE - 1)] : NULL;
+	int dmabuf = a->heap_id == HEAPPROFD_HEAP_DMABUF;
 	struct node *n;
 	struct live *l, *old;
 	struct hp_hent *pen, *le;
 	int i, first = 0, freed_already = 0;
 	uint32_t key_flags;
-	uint64_t hash, mx;
+	uint64_t hash = 0, mx;
 	unsigned __int128 u;
+	const char *exporter = NULL;
 
 	tick(b);
+	if (dmabuf) {
+		/* Its DMABUF record came just before (uapi), unless it was lost. */
+		if (b->dmabuf_next.valid && b->dmabuf_next.seq == a->seq &&
+		    b->dmabuf_next.inode == a->addr)
+			exporter = b->dmabuf_next.exporter;
+		else
+			b->kunlabelled++;
+		b->kexports++;
+		pe = NULL;	/* the memo never lends kernel records' frames */
+	}
 	if (!h)
 		goto out;
 	if (pe && pe->id == path_id && pe->heap_id == a->heap_id && pe->truncated == truncated) {
@@ -425,11 +513,23 @@ void hp_books_alloc(struct hp_books *b, const struct heapprofd_rec_alloc *a,
 	/* What the path below depends on besides the frames themselves. */
 	key_flags = (uint32_t)!!(a->hdr.flags & HEAPPROFD_ALLOC_STACK_TRUNCATED) |
 		    (uint32_t)(first == 0) << 1;
-	hash = stack_hash(a->heap_id, key_flags, frames + first, nframes - first);
-	n = stack_lookup(b, hash, a->heap_id, key_flags, frames + first, nframes - first);
-	if (n)
-		goto whole;
+	/* A dmabuf path also depends on its exporter: not in the stack cache
+	 * (exports are few; the frames' lookups are cheap enough). */
+	if (!dmabuf) {
+		hash = stack_hash(a->heap_id, key_flags, frames + first, nframes - first);
+		n = stack_lookup(b, hash, a->heap_id, key_flags, frames + first,
+				 nframes - first);
+		if (n)
+			goto whole;
+	}
 	n = &h->root;
+	if (dmabuf) {
+		struct frame *lf = label_frame(b, exporter ? exporter : "(unknown)");
+		struct node *c = lf ? child(b, n, lf) : NULL;
+
+		if (c)
+			n = c;
+	}
 	if (a->hdr.flags & HEAPPROFD_ALLOC_STACK_TRUNCATED) {
 		/* The outermost frames are missing: say so at the root. */
 		struct hp_uframe mark = { .pc = 0 };
@@ -449,7 +549,8 @@ void hp_books_alloc(struct hp_books *b, const struct heapprofd_rec_alloc *a,
 	}
 	if (i >= first)
 		goto found;	/* a partial path is not remembered */
-	stack_store(b, hash, a->heap_id, key_flags, frames + first, nframes - first, n);
+	if (!dmabuf)
+		stack_store(b, hash, a->heap_id, key_flags, frames + first, nframes - first, n);
 whole:
 	if (pe) {
 		pe->id = path_id;
@@ -513,21 +614,41 @@ found:
 	}
 	if (old) {
 		/* Address reused: the old allocation was freed, its free lost. */
-		account_free(b, old);
+		account_free(b, old, a->heap_id);
 		live_put(b, old);
 	}
 	hp_hmap_set_at(&b->live, le, a->addr, a->heap_id, l);
 	n->cur.inuse_n += l->objs;
 	n->cur.inuse_b += l->est;
 	n->cur.inuse_u += l->usable;
-	b->inuse_total += l->est;
+	if (!dmabuf)
+		b->inuse_total += l->est;
 	if (b->inuse_total > b->peak_total) {
 		b->peak_total = b->inuse_total;
 		b->peak_gen++;
 	}
 out:
+	if (dmabuf)
+		b->dmabuf_next.valid = 0;
 	if (!borrowed)
 		hp_uframes_put(frames, nframes);
+}
+
+void hp_books_dmabuf(struct hp_books *b, const struct heapprofd_rec_dmabuf *d)
+{
+	b->dmabuf_next.valid = 1;
+	b->dmabuf_next.seq = d->seq;
+	b->dmabuf_next.inode = d->inode;
+	/* NUL-terminated within its 32 bytes (parse.c) */
+	snprintf(b->dmabuf_next.exporter, sizeof(b->dmabuf_next.exporter), "%s", d->exporter);
+}
+
+void hp_books_klost(struct hp_books *b, const struct heapprofd_rec_klost *k)
+{
+	b->klost_records = hp_sat_add((int64_t)b->klost_records,
+				      (int64_t)(k->records > INT64_MAX ? INT64_MAX : k->records));
+	b->klost_bytes = hp_sat_add((int64_t)b->klost_bytes,
+				    (int64_t)(k->bytes > INT64_MAX ? INT64_MAX : k->bytes));
 }
 
 void hp_books_free_rec(struct hp_books *b, const struct heapprofd_rec_free *f)
@@ -537,11 +658,13 @@ void hp_books_free_rec(struct hp_books *b, const struct heapprofd_rec_free *f)
 	struct pending *p;
 
 	tick(b);
+	if (f->heap_id == HEAPPROFD_HEAP_DMABUF)
+		b->kreleases++;
 	if (l) {
 		if (l->seq > f->seq)
 			return;		/* frees an earlier allocation */
 		hp_hmap_del_at(&b->live, e);
-		account_free(b, l);
+		account_free(b, l, f->heap_id);
 		live_put(b, l);
 		return;
 	}
@@ -652,6 +775,7 @@ void hp_books_export(struct hp_books *b, struct hp_prof *out, unsigned which,
 			const struct counts *c = &n->cur;
 			int64_t v[HP_NV];
 			uint32_t depth = 0;
+			const char *exporter = NULL;
 			struct node *q;
 
 			if (which == HP_DUMP_PEAK && n->snap_gen == b->peak_gen)
@@ -665,6 +789,10 @@ void hp_books_export(struct hp_books *b, struct hp_prof *out, unsigned which,
 			if (!v[HP_V_ALLOC_SPACE] && !v[HP_V_INUSE_SPACE])
 				continue;
 			for (q = n; q && q->frame; q = q->parent) {
+				if (q->frame->label) {
+					exporter = q->frame->label;
+					continue;
+				}
 				if (depth == cap) {
 					uint32_t *ns;
 
@@ -676,12 +804,21 @@ void hp_books_export(struct hp_books *b, struct hp_prof *out, unsigned which,
 				}
 				stk[depth++] = loc_of(&x, q->frame);
 			}
-			hp_prof_add_sample(out, stk, depth, v, h->name);
+			hp_prof_add_sample_l(out, stk, depth, v, h->name, exporter);
 		}
 	}
 done:
 	hp_prof_add_comment(out, "peak in-use bytes (estimated): %lld",
 			    (long long)b->peak_total);
+	if (b->kexports || b->kreleases || b->klost_records)
+		hp_prof_add_comment(out, "dmabuf heap (kernel records, sample types dmabuf_*, label exporter): %llu DMA-BUF exports sampled (%llu without their exporter record), %llu releases",
+				    (unsigned long long)b->kexports,
+				    (unsigned long long)b->kunlabelled,
+				    (unsigned long long)b->kreleases);
+	if (b->klost_records)
+		hp_prof_add_comment(out, "WARNING: %llu kernel records were lost because the module's queue for this process was full: DMA-BUF exports standing for about %llu bytes are missing from the dmabuf heap, and lost releases leave their buffers counted as in use",
+				    (unsigned long long)b->klost_records,
+				    (unsigned long long)b->klost_bytes);
 	free(stk);
 	hp_hmap_free(&x.locs);
 	hp_hmap_free(&x.maps);

@@ -26,8 +26,11 @@
 /*
  * Allocator entry points and the wrappers programs put around them: libc,
  * C++, GLib, common x* helpers, sqlite3's, CPython's, and any name ending in
- * _malloc, _calloc or _realloc (je_malloc, g_malloc, my_realloc). Written in
- * the syntax both POSIX extended expressions and Go's RE2 read.
+ * _malloc, _calloc or _realloc (je_malloc, g_malloc, my_realloc). And the
+ * system call wrappers a DMA-BUF is exported through (the dmabuf heap's
+ * registers are taken as the thread returns from the kernel): ioctl and
+ * libdrm's drmIoctl. Written in the syntax both POSIX extended expressions
+ * and Go's RE2 read.
  */
 const char HP_DROP_FRAMES_DEFAULT[] =
 	"malloc|calloc|realloc|reallocarray|free|cfree|posix_memalign|aligned_alloc|"
@@ -41,7 +44,8 @@ const char HP_DROP_FRAMES_DEFAULT[] =
 	"sqlite3(Malloc|MallocZero|MemMalloc|MemRealloc|Realloc|DbMalloc.*|DbRealloc.*|"
 	"DbStrN?Dup|DbSpanDup)|sqlite3_(malloc|malloc64|realloc|realloc64)|"
 	"PyMem_.*|_PyMem_.*|_?PyObject_(Malloc|Calloc|Realloc).*|"
-	".*_(m|c|re)alloc";
+	".*_(m|c|re)alloc|"
+	"(__GI___)?ioctl|__ioctl(_time64)?|drmIoctl";
 
 int hp_drop_init(struct hp_drop *d, const struct hp_prof *p, const char *rx,
 		 char *why, size_t wl)

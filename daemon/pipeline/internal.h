@@ -52,13 +52,23 @@ struct hp_parsed {
 	const struct heapprofd_rec_free *free;
 	const struct heapprofd_rec_heap *heap;
 	const struct heapprofd_rec_maps *maps;
+	const struct heapprofd_rec_dmabuf *dmabuf;	/* kernel records only */
+	const struct heapprofd_rec_klost *klost;
 	const uint8_t *stack;				/* alloc: copied stack */
 	uint32_t stack_len;
+	int kernel;					/* read(2), not the ring */
 };
 
 /* 0: usable; 1: valid but to be ignored (kernel types); -1: malformed. */
 int hp_parse_record(const void *rec, size_t len, struct hp_parsed *out,
 		    char *why, size_t whylen);
+/*
+ * The same for a record read(2) from the consumer fd (the kernel's): stamp
+ * 0, ALLOC and FREE in the dmabuf heap only, DMABUF and KLOST, nothing
+ * else. 0: usable; -1: malformed.
+ */
+int hp_parse_krecord(const void *rec, size_t len, struct hp_parsed *out,
+		     char *why, size_t whylen);
 
 /* ---- elf.c ------------------------------------------------------------- */
 
@@ -397,6 +407,9 @@ void hp_books_alloc(struct hp_books *b, const struct heapprofd_rec_alloc *a,
 		    struct hp_uframe *frames, int nframes, int borrowed, uint64_t path_id);
 void hp_books_free_rec(struct hp_books *b, const struct heapprofd_rec_free *f);
 void hp_books_heap(struct hp_books *b, const struct heapprofd_rec_heap *h);
+/* Kernel records: the exporter of the dmabuf ALLOC that follows; lost ones. */
+void hp_books_dmabuf(struct hp_books *b, const struct heapprofd_rec_dmabuf *d);
+void hp_books_klost(struct hp_books *b, const struct heapprofd_rec_klost *k);
 /* which: HP_DUMP_NOW or HP_DUMP_PEAK */
 /*
  * want: NULL for addresses only, else the locations to be named are added

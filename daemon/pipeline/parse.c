@@ -26,7 +26,7 @@ static int bad(char *why, size_t wl, const char *fmt, ...)
 }
 
 static int check_alloc(const uint8_t *p, size_t len, struct hp_parsed *o,
-		       char *why, size_t wl)
+		       int kernel, char *why, size_t wl)
 {
 	const struct heapprofd_rec_alloc *a = (const void *)p;
 	uint64_t sp;
@@ -72,6 +72,18 @@ static int check_alloc(const uint8_t *p, size_t len, struct hp_parsed *o,
 	}
 	if (a->heap_id > HEAPPROFD_HEAP_MAX)
 		return bad(why, wl, "alloc record heap id %u > %u", a->heap_id, HEAPPROFD_HEAP_MAX);
+	/*
+	 * The dmabuf heap is the kernel's alone: its addresses are inode
+	 * numbers and its seq its own counter, so a ring record there could
+	 * free or shadow a buffer the kernel reported.
+	 */
+	if (kernel && a->heap_id != HEAPPROFD_HEAP_DMABUF)
+		return bad(why, wl, "kernel alloc record for heap %u, not dmabuf", a->heap_id);
+	if (!kernel && a->heap_id == HEAPPROFD_HEAP_DMABUF)
+		return bad(why, wl, "alloc record in the kernel's dmabuf heap");
+	/* The kernel never reuses a stack (uapi): a record that says so lies. */
+	if (kernel && (a->hdr.flags & HEAPPROFD_ALLOC_STACK_REUSED))
+		return bad(why, wl, "kernel alloc record reuses a stack");
 	if (!a->addr)
 		return bad(why, wl, "alloc record for address 0");
 	if (a->req_size >= HP_SIZE_LIMIT || a->usable_size >= HP_SIZE_LIMIT ||
@@ -90,8 +102,53 @@ static int check_alloc(const uint8_t *p, size_t len, struct hp_parsed *o,
 	return 0;
 }
 
-int hp_parse_record(const void *rec, size_t len, struct hp_parsed *o,
-		    char *why, size_t wl)
+/* A free, a heap or a maps record (the kernel writes only frees). */
+static int check_free(const void *rec, size_t len, struct hp_parsed *o, int kernel,
+		      char *why, size_t wl)
+{
+	const struct heapprofd_rec_free *f = rec;
+
+	if (len < sizeof(*f))
+		return bad(why, wl, "free record too short (%zu bytes)", len);
+	if (f->heap_id > HEAPPROFD_HEAP_MAX)
+		return bad(why, wl, "free record heap id %u > %u", f->heap_id, HEAPPROFD_HEAP_MAX);
+	if (kernel && f->heap_id != HEAPPROFD_HEAP_DMABUF)
+		return bad(why, wl, "kernel free record for heap %u, not dmabuf", f->heap_id);
+	if (!kernel && f->heap_id == HEAPPROFD_HEAP_DMABUF)
+		return bad(why, wl, "free record in the kernel's dmabuf heap");
+	o->free = f;
+	return 0;
+}
+
+/* The records only the kernel writes (uapi, "Kernel records"). */
+static int check_kernel_only(const void *rec, size_t len, uint16_t type, struct hp_parsed *o,
+			     char *why, size_t wl)
+{
+	if (type == HEAPPROFD_REC_KLOST) {
+		if (len < sizeof(struct heapprofd_rec_klost))
+			return bad(why, wl, "klost record too short (%zu bytes)", len);
+		o->klost = rec;
+		return 0;
+	}
+	if (type == HEAPPROFD_REC_DMABUF) {
+		const struct heapprofd_rec_dmabuf *d = rec;
+
+		if (len < sizeof(*d))
+			return bad(why, wl, "dmabuf record too short (%zu bytes)", len);
+		if (!memchr(d->exporter, 0, sizeof(d->exporter)))
+			return bad(why, wl, "dmabuf record exporter not NUL-terminated");
+		if (!d->inode)
+			return bad(why, wl, "dmabuf record for inode 0");
+		if (d->size >= HP_SIZE_LIMIT)
+			return bad(why, wl, "dmabuf record with an impossible size");
+		o->dmabuf = d;
+		return 0;
+	}
+	return bad(why, wl, "unknown kernel record type 0x%x", type);
+}
+
+static int parse(const void *rec, size_t len, struct hp_parsed *o, int kernel,
+		 char *why, size_t wl)
 {
 	const uint8_t *p = rec;
 	struct heapprofd_rec_hdr h;
@@ -105,6 +162,9 @@ int hp_parse_record(const void *rec, size_t len, struct hp_parsed *o,
 	memcpy(&h, p, sizeof(h));
 	if (h.len & (HEAPPROFD_REC_BUSY | HEAPPROFD_REC_DISCARD))
 		return bad(why, wl, "record still busy or discarded (len word 0x%x)", h.len);
+	/* read(2) framing: no position, so no stamp (uapi, "Kernel records"). */
+	if (kernel && h.stamp)
+		return bad(why, wl, "kernel record with stamp 0x%x", h.stamp);
 	rlen = h.len & HEAPPROFD_REC_LEN_MASK;
 	if (rlen != len)
 		return bad(why, wl, "record length %u does not match the %zu bytes read", rlen, len);
@@ -112,23 +172,17 @@ int hp_parse_record(const void *rec, size_t len, struct hp_parsed *o,
 		return bad(why, wl, "record length %u not a multiple of %u", rlen,
 			   HEAPPROFD_REC_ALIGN);
 	o->type = h.type;
+	o->kernel = kernel;
 	switch (h.type) {
 	case HEAPPROFD_REC_ALLOC:
-		return check_alloc(p, len, o, why, wl);
-	case HEAPPROFD_REC_FREE: {
-		const struct heapprofd_rec_free *f = rec;
-
-		if (len < sizeof(*f))
-			return bad(why, wl, "free record too short (%zu bytes)", len);
-		if (f->heap_id > HEAPPROFD_HEAP_MAX)
-			return bad(why, wl, "free record heap id %u > %u", f->heap_id,
-				   HEAPPROFD_HEAP_MAX);
-		o->free = f;
-		return 0;
-	}
+		return check_alloc(p, len, o, kernel, why, wl);
+	case HEAPPROFD_REC_FREE:
+		return check_free(rec, len, o, kernel, why, wl);
 	case HEAPPROFD_REC_HEAP: {
 		const struct heapprofd_rec_heap *hp = rec;
 
+		if (kernel)
+			break;
 		if (len < sizeof(*hp))
 			return bad(why, wl, "heap record too short (%zu bytes)", len);
 		if (hp->heap_id < HEAPPROFD_HEAP_USER || hp->heap_id > HEAPPROFD_HEAP_MAX)
@@ -142,13 +196,30 @@ int hp_parse_record(const void *rec, size_t len, struct hp_parsed *o,
 		return 0;
 	}
 	case HEAPPROFD_REC_MAPS:
+		if (kernel)
+			break;
 		if (len < sizeof(struct heapprofd_rec_maps))
 			return bad(why, wl, "maps record too short (%zu bytes)", len);
 		o->maps = rec;
 		return 0;
 	default:
+		if (kernel)
+			return check_kernel_only(rec, len, h.type, o, why, wl);
 		if (h.type >= HEAPPROFD_REC_KERNEL_FIRST)
 			return 1;	/* reserved for the kernel: not ours to read */
 		return bad(why, wl, "unknown record type %u", h.type);
 	}
+	return bad(why, wl, "record type %u does not come from the kernel", h.type);
+}
+
+int hp_parse_record(const void *rec, size_t len, struct hp_parsed *o,
+		    char *why, size_t wl)
+{
+	return parse(rec, len, o, 0, why, wl);
+}
+
+int hp_parse_krecord(const void *rec, size_t len, struct hp_parsed *o,
+		     char *why, size_t wl)
+{
+	return parse(rec, len, o, 1, why, wl);
 }

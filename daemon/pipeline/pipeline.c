@@ -99,6 +99,7 @@ struct job {
 	uint64_t feed;		/* numbered jobs */
 	uint32_t memo_gen;	/* J_REC alloc: the maps generation it was fed in */
 	unsigned nev;		/* J_EVENTS: events in rec */
+	int kernel;		/* J_REC: a kernel record (hp_parse_krecord) */
 	size_t len;
 	uint64_t rec[];		/* the record copy, 8-byte aligned */
 };
@@ -161,6 +162,8 @@ struct hp_proc {
 		uint64_t feed_no;	/* numbers handed out */
 		unsigned rr;		/* round robin over workers */
 		uint64_t fed, queued_in;
+		uint64_t kfed, kbad;	/* kernel records fed, and rejected */
+		char kbad_why[120];	/* why the first was rejected */
 	} f __attribute__((aligned(64)));
 	struct {
 		uint64_t accounted, queued_out, unwind_errors, frames;
@@ -303,7 +306,7 @@ static void worker_alloc(struct hp_pipeline *p, struct job *j)
 	static __thread struct hp_utrace trace;
 
 	/* Validated by hp_proc_feed already; parse again for the pointers. */
-	if (!u || hp_parse_record(j->rec, j->len, &ps, NULL, 0) ||
+	if (!u || (j->kernel ? hp_parse_krecord : hp_parse_record)(j->rec, j->len, &ps, NULL, 0) ||
 	    ps.type != HEAPPROFD_REC_ALLOC)
 		return;
 	j->frames = malloc(p->max_frames * sizeof(*j->frames));
@@ -314,7 +317,7 @@ static void worker_alloc(struct hp_pipeline *p, struct job *j)
 				       p->max_frames, &trace);
 		if (pr->memo && hp_unwinder_reloads(u) != reloads)
 			hp_memo_new_gen(pr->memo);	/* a new snapshot: forget the old */
-		else if (pr->memo)
+		else if (pr->memo && !j->kernel)	/* kernel records skip the memo */
 			hp_memo_insert(pr->memo, j->memo_gen, ps.alloc, &trace,
 				       j->frames, j->nframes);
 	}
@@ -396,7 +399,7 @@ static void books_rec(struct job *j)
 	struct hp_proc *pr = j->pr;
 	struct hp_parsed ps;
 
-	if (!hp_parse_record(j->rec, j->len, &ps, NULL, 0)) {
+	if (!(j->kernel ? hp_parse_krecord : hp_parse_record)(j->rec, j->len, &ps, NULL, 0)) {
 		switch (ps.type) {
 		case HEAPPROFD_REC_ALLOC:
 			hp_bump(&pr->b.allocs, 1);
@@ -411,6 +414,12 @@ static void books_rec(struct job *j)
 			break;
 		case HEAPPROFD_REC_HEAP:
 			hp_books_heap(pr->books, ps.heap);
+			break;
+		case HEAPPROFD_REC_DMABUF:
+			hp_books_dmabuf(pr->books, ps.dmabuf);
+			break;
+		case HEAPPROFD_REC_KLOST:
+			hp_books_klost(pr->books, ps.klost);
 			break;
 		default:
 			break;
@@ -484,6 +493,14 @@ static void books_dump(struct job *j)
 				    (unsigned long long)pr->b.accounted);
 		hp_prof_add_comment(o, "stack reuse: %llu stacks completed from their thread's previous sample, %llu could not be (truncated)",
 				    (unsigned long long)rebuilt, (unsigned long long)missing);
+		{
+			uint64_t kbad = __atomic_load_n(&pr->f.kbad, __ATOMIC_ACQUIRE);
+
+			/* kbad_why is written once, before kbad first becomes 1 */
+			if (kbad)
+				hp_prof_add_comment(o, "WARNING: %llu kernel records were malformed and left out (the first: %s)",
+						    (unsigned long long)kbad, pr->f.kbad_why);
+		}
 		hp_books_export(pr->books, o, whiches[i], w->symbols ? &w->want[i] : NULL);
 	}
 	publish_stats(pr);
@@ -1046,6 +1063,62 @@ int hp_proc_feed(struct hp_proc *pr, const void *rec, size_t len, char *why,
 	return 0;
 }
 
+/*
+ * A record the kernel queued for the session (read(2) on the consumer fd).
+ * Kernel allocations are unwound like the client's, but never take part in
+ * stack reuse or the memo: their stack belongs to no ring thread's series.
+ */
+int hp_proc_feed_kernel(struct hp_proc *pr, const void *rec, size_t len, char *why,
+			size_t whylen)
+{
+	struct hp_parsed ps;
+	struct job *j;
+
+	if (!pr || pr->ended) {
+		snprintf(why, whylen, "session already ended");
+		return -1;
+	}
+	if (len > HEAPPROFD_REC_LEN_MASK || hp_parse_krecord(rec, len, &ps, why, whylen)) {
+		if (len > HEAPPROFD_REC_LEN_MASK)
+			snprintf(why, whylen, "kernel record of %zu bytes is too long", len);
+		if (!pr->f.kbad)
+			snprintf(pr->f.kbad_why, sizeof(pr->f.kbad_why), "%s", why);
+		__atomic_store_n(&pr->f.kbad, pr->f.kbad + 1, __ATOMIC_RELEASE);
+		return -1;
+	}
+	hp_bump(&pr->f.kfed, 1);
+	if (ps.type == HEAPPROFD_REC_FREE) {
+		if (free_event(pr, ps.free)) {
+			snprintf(why, whylen, "out of memory");
+			return -1;
+		}
+		wait_for_room(pr);
+		return 0;
+	}
+	j = rec_job(len);
+	if (!j) {
+		snprintf(why, whylen, "out of memory");
+		return -1;
+	}
+	memcpy(j->rec, rec, len);
+	j->len = len;
+	j->kind = J_REC;
+	j->kernel = 1;
+	j->pr = pr;
+	wait_for_room(pr);
+	hp_bump(&pr->f.queued_in, j->len);
+	hp_bump(&pr->f.fed, 1);
+	j->feed = next_feed(pr);
+	if (ps.type == HEAPPROFD_REC_ALLOC) {
+		j->worker = (int)(__atomic_fetch_add(&pr->f.rr, 1, __ATOMIC_RELAXED) %
+				  (unsigned)pr->p->nworkers);
+		q_push(&pr->p->workers[j->worker], j);
+	} else {
+		books_push(pr, j, 0);
+	}
+	return 0;
+}
+
 void hp_proc_set_totals(struct hp_proc *pr, const struct heapprofd_counters *copy)
 {
 	pthread_mutex_lock(&pr->lock);
@@ -1273,4 +1346,6 @@ void hp_proc_get_stats(struct hp_proc *pr, struct hp_proc_stats *st)
 		st->memo_misses = misses;
 	}
 	st->queued_bytes = queued_bytes(pr);
+	st->kernel_records = __atomic_load_n(&pr->f.kfed, __ATOMIC_RELAXED);
+	st->kernel_rejected = __atomic_load_n(&pr->f.kbad, __ATOMIC_RELAXED);
 }

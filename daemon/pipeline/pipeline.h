@@ -67,10 +67,22 @@ struct hp_proc *hp_proc_new(struct hp_pipeline *p, const struct hp_proc_info *in
  * session. Backpressure: while more than 8 MiB of this process's records
  * wait to be unwound, the call sleeps (so the ring fills and the client
  * drops and counts, instead of the daemon's memory growing). Kernel record
- * types (>= HEAPPROFD_REC_KERNEL_FIRST) are accepted and ignored.
+ * types (>= HEAPPROFD_REC_KERNEL_FIRST) are accepted and ignored: in the
+ * ring the producer wrote them, and only the kernel's count. The dmabuf
+ * heap is the kernel's too: a ring record there is malformed.
  */
 int hp_proc_feed(struct hp_proc *pr, const void *rec, size_t len, char *why,
 		 size_t whylen);
+/*
+ * One record the kernel queued for the session (uapi "Kernel records":
+ * read(2) on the consumer fd), checked as hostile as any other: stamp 0,
+ * ALLOC and FREE of the dmabuf heap, DMABUF, KLOST. Returns 0, or -1 with
+ * the reason in why: that record is left out (and counted; the dumps say
+ * so), the session goes on. Same threading and backpressure as
+ * hp_proc_feed, and the same feed order: a dump sees both.
+ */
+int hp_proc_feed_kernel(struct hp_proc *pr, const void *rec, size_t len, char *why,
+			size_t whylen);
 /*
  * Records bound straight for the books (frees, and allocations whose frames
  * the unwind memo knew) are handed over in batches, so that the books thread
@@ -129,6 +141,8 @@ struct hp_proc_stats {
 	uint64_t memo_misses;	/* samples unwound (or not rememberable) */
 	uint64_t reuse_rebuilt;	/* stacks completed from the thread's last one */
 	uint64_t reuse_missing;	/* ... that could not be (cut at the top) */
+	uint64_t kernel_records;	/* kernel records fed (hp_proc_feed_kernel) */
+	uint64_t kernel_rejected;	/* ... left out as malformed */
 };
 void hp_proc_get_stats(struct hp_proc *pr, struct hp_proc_stats *st);
 

@@ -32,6 +32,20 @@ struct strs {
 	size_t n, cap;
 };
 
+/*
+ * The dmabuf heap's sample types (profile.h): what its samples carry in
+ * place of the first four of hp_v_names, which stay 0 for them (and these
+ * for every other sample). Written only when the profile has such samples.
+ */
+#define HP_NDV	4
+static const char *const dv_names[HP_NDV] = {
+	"dmabuf_alloc_objects", "dmabuf_alloc_space",
+	"dmabuf_inuse_objects", "dmabuf_inuse_space",
+};
+static const int dv_slot[HP_NDV] = {
+	HP_V_ALLOC_OBJ, HP_V_ALLOC_SPACE, HP_V_INUSE_OBJ, HP_V_INUSE_SPACE,
+};
+
 static int64_t str_idx(struct strs *s, const char *str)
 {
 	uint64_t h, l;
@@ -118,7 +132,7 @@ int hp_pprof_write(const struct hp_prof *p, const char *path, char *why, size_t 
 int hp_pprof_write_out(const struct hp_prof *p, struct hp_out *o)
 {
 	PB_Profile pr = PERFTOOLS__PROFILES__PROFILE__INIT;
-	PB_ValueType vt[HP_NV], *vtp[HP_NV], period_type = PERFTOOLS__PROFILES__VALUE_TYPE__INIT;
+	PB_ValueType vt[HP_NV + HP_NDV], *vtp[HP_NV + HP_NDV], period_type = PERFTOOLS__PROFILES__VALUE_TYPE__INIT;
 	PB_Sample *smp = NULL, **smpp = NULL;
 	PB_Label *lab = NULL, **labp = NULL;
 	PB_Mapping *map = NULL, **mapp = NULL;
@@ -129,9 +143,13 @@ int hp_pprof_write_out(const struct hp_prof *p, struct hp_out *o)
 	struct strs st = { 0 };
 	uint64_t *locids = NULL;
 	int64_t *vals = NULL, *comments = NULL;
-	size_t i, nfn = 0, nlocids = 0, nlin = 0, len;
+	size_t i, nfn = 0, nlocids = 0, nlin = 0, len, nt = HP_NV;
 	uint8_t *buf = NULL;
 	int rc = -ENOMEM;
+
+	for (i = 0; i < p->nsamples && nt == HP_NV; i++)
+		if (hp_heap_own_types(p->samples[i].heap))
+			nt = HP_NV + HP_NDV;
 
 	st.cap = 64;
 	st.v = malloc(st.cap * sizeof(*st.v));
@@ -139,13 +157,13 @@ int hp_pprof_write_out(const struct hp_prof *p, struct hp_out *o)
 		return -ENOMEM;
 	st.v[0] = "";	/* index 0 is the empty string */
 	st.n = 1;
-	for (i = 0; i < HP_NV; i++) {
+	for (i = 0; i < nt; i++) {
 		perftools__profiles__value_type__init(&vt[i]);
-		vt[i].type = str_idx(&st, hp_v_names[i]);
-		vt[i].unit = str_idx(&st, hp_v_units[i]);
+		vt[i].type = str_idx(&st, i < HP_NV ? hp_v_names[i] : dv_names[i - HP_NV]);
+		vt[i].unit = str_idx(&st, i < HP_NV ? hp_v_units[i] : hp_v_units[dv_slot[i - HP_NV]]);
 		vtp[i] = &vt[i];
 	}
-	pr.n_sample_type = HP_NV;
+	pr.n_sample_type = nt;
 	pr.sample_type = vtp;
 	pr.default_sample_type = str_idx(&st, hp_v_names[HP_V_INUSE_SPACE]);
 	/*
@@ -170,9 +188,9 @@ int hp_pprof_write_out(const struct hp_prof *p, struct hp_out *o)
 	fnp = calloc(p->nlocs + p->nlines + 1, sizeof(*fnp));
 	smp = calloc(p->nsamples + 1, sizeof(*smp));
 	smpp = calloc(p->nsamples + 1, sizeof(*smpp));
-	lab = calloc(p->nsamples + 1, sizeof(*lab));
-	labp = calloc(p->nsamples + 1, sizeof(*labp));
-	vals = calloc(p->nsamples * HP_NV + 1, sizeof(*vals));
+	lab = calloc(2 * p->nsamples + 1, sizeof(*lab));
+	labp = calloc(2 * p->nsamples + 1, sizeof(*labp));
+	vals = calloc(p->nsamples * nt + 1, sizeof(*vals));
 	comments = calloc(p->ncomments + 1, sizeof(*comments));
 	for (i = 0; i < p->nsamples; i++)
 		nlocids += p->samples[i].nlocs;
@@ -255,16 +273,30 @@ int hp_pprof_write_out(const struct hp_prof *p, struct hp_out *o)
 			if (s->locs[k] < p->nlocs)
 				locids[nlocids + smp[i].n_location_id++] = s->locs[k] + 1;
 		nlocids += s->nlocs;
-		smp[i].n_value = HP_NV;
-		smp[i].value = &vals[i * HP_NV];
-		memcpy(smp[i].value, s->v, sizeof(s->v));
+		smp[i].n_value = nt;
+		smp[i].value = &vals[i * nt];
+		if (hp_heap_own_types(s->heap)) {
+			for (k = 0; k < HP_NDV; k++)
+				smp[i].value[HP_NV + k] = s->v[dv_slot[k]];
+		} else {
+			memcpy(smp[i].value, s->v, sizeof(s->v));
+		}
+		smp[i].label = &labp[2 * i];
 		if (s->heap) {
-			perftools__profiles__label__init(&lab[i]);
-			lab[i].key = str_idx(&st, "heap");
-			lab[i].str = str_idx(&st, s->heap);
-			labp[i] = &lab[i];
-			smp[i].n_label = 1;
-			smp[i].label = &labp[i];
+			PB_Label *l = &lab[2 * i + smp[i].n_label];
+
+			perftools__profiles__label__init(l);
+			l->key = str_idx(&st, "heap");
+			l->str = str_idx(&st, s->heap);
+			labp[2 * i + smp[i].n_label++] = l;
+		}
+		if (s->exporter) {
+			PB_Label *l = &lab[2 * i + smp[i].n_label];
+
+			perftools__profiles__label__init(l);
+			l->key = str_idx(&st, "exporter");
+			l->str = str_idx(&st, s->exporter);
+			labp[2 * i + smp[i].n_label++] = l;
 		}
 		smpp[i] = &smp[i];
 	}
@@ -383,7 +415,7 @@ int hp_pprof_parse(struct hp_prof *p, const uint8_t *buf, size_t len, char *why,
 {
 	size_t i, k;
 	PB_Profile *pr;
-	int slot[64];
+	int slot[64], dslot[64];
 	struct hp_hmap mapid = { 0 }, locid = { 0 }, fnid = { 0 };
 	uint32_t *stk = NULL;
 	int rc = -1;
@@ -401,7 +433,10 @@ int hp_pprof_parse(struct hp_prof *p, const uint8_t *buf, size_t len, char *why,
 	for (i = 0; i < pr->n_sample_type; i++) {
 		const char *t = S(pr, pr->sample_type[i]->type);
 
-		slot[i] = -1;
+		slot[i] = dslot[i] = -1;
+		for (k = 0; t && k < HP_NDV; k++)
+			if (!strcmp(t, dv_names[k]))
+				dslot[i] = dv_slot[k];
 		for (k = 0; t && k < HP_NV; k++)
 			if (!strcmp(t, hp_v_names[k])) {
 				slot[i] = (int)k;
@@ -467,8 +502,9 @@ int hp_pprof_parse(struct hp_prof *p, const uint8_t *buf, size_t len, char *why,
 	}
 	for (i = 0; i < pr->n_sample; i++) {
 		const PB_Sample *s = pr->sample[i];
-		int64_t v[HP_NV] = { 0 };
-		const char *heap = NULL;
+		int64_t v[HP_NV] = { 0 }, dv[HP_NV] = { 0 };
+		const char *heap = NULL, *exporter = NULL;
+		int has_v = 0, has_dv = 0;
 		uint32_t n = 0;
 
 		free(stk);
@@ -481,13 +517,30 @@ int hp_pprof_parse(struct hp_prof *p, const uint8_t *buf, size_t len, char *why,
 			if (li)
 				stk[n++] = (uint32_t)li - 1;
 		}
-		for (k = 0; k < s->n_value && k < pr->n_sample_type; k++)
-			if (slot[k] >= 0)
+		for (k = 0; k < s->n_value && k < pr->n_sample_type; k++) {
+			if (slot[k] >= 0) {
 				v[slot[k]] = s->value[k];
-		for (k = 0; k < s->n_label; k++)
-			if (S(pr, s->label[k]->key) && !strcmp(S(pr, s->label[k]->key), "heap"))
+				has_v |= s->value[k] != 0;
+			}
+			if (dslot[k] >= 0) {
+				dv[dslot[k]] = s->value[k];
+				has_dv |= s->value[k] != 0;
+			}
+		}
+		for (k = 0; k < s->n_label; k++) {
+			const char *key = S(pr, s->label[k]->key);
+
+			if (key && !strcmp(key, "heap"))
 				heap = S(pr, s->label[k]->str);
-		hp_prof_add_sample(p, stk, n, v, heap);
+			else if (key && !strcmp(key, "exporter"))
+				exporter = S(pr, s->label[k]->str);
+		}
+		/* The dmabuf columns are that heap's, whatever the label says;
+		 * a (foreign) sample with values in both becomes two. */
+		if (has_dv)
+			hp_prof_add_sample_l(p, stk, n, dv, HP_HEAP_DMABUF_NAME, exporter);
+		if (has_v || !has_dv)
+			hp_prof_add_sample_l(p, stk, n, v, heap, exporter);
 	}
 	rc = 0;
 out:

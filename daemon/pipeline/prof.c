@@ -105,6 +105,12 @@ uint32_t hp_prof_add_loc(struct hp_prof *p, const struct hp_prof_loc *l)
 int hp_prof_add_sample(struct hp_prof *p, const uint32_t *locs, uint32_t n,
 		       const int64_t *v, const char *heap)
 {
+	return hp_prof_add_sample_l(p, locs, n, v, heap, NULL);
+}
+
+int hp_prof_add_sample_l(struct hp_prof *p, const uint32_t *locs, uint32_t n,
+			 const int64_t *v, const char *heap, const char *exporter)
+{
 	struct hp_prof_sample *s;
 
 	if (grow((void **)&p->samples, &p->csamples, p->nsamples, sizeof(*s)))
@@ -119,6 +125,7 @@ int hp_prof_add_sample(struct hp_prof *p, const uint32_t *locs, uint32_t n,
 	s->nlocs = n;
 	memcpy(s->v, v, sizeof(s->v));
 	s->heap = hp_prof_str(p, heap);
+	s->exporter = hp_prof_str(p, exporter);
 	p->nsamples++;
 	return 0;
 }
@@ -207,14 +214,70 @@ const char *hp_prof_loc_frame(const struct hp_prof *p, uint32_t loc, uint32_t k,
 	return p->lines[l->inl + k - 1].func;
 }
 
-int hp_prof_metric(const struct hp_prof *p)
+int hp_heap_own_types(const char *heap)
+{
+	return heap && !strcmp(heap, HP_HEAP_DMABUF_NAME);
+}
+
+int hp_sample_in_heap(const struct hp_prof_sample *s, const char *sel)
+{
+	const char *h = s->heap ? s->heap : "libc.malloc";
+
+	if (!sel)
+		return !hp_heap_own_types(s->heap);
+	if (!strcmp(sel, "malloc"))
+		sel = "libc.malloc";
+	return !strcmp(h, sel);
+}
+
+int hp_prof_has_heap(const struct hp_prof *p, const char *sel)
+{
+	for (size_t i = 0; i < p->nsamples; i++)
+		if (hp_sample_in_heap(&p->samples[i], sel))
+			return 1;
+	return 0;
+}
+
+void hp_prof_heaps(const struct hp_prof *p, FILE *f, const char *indent)
+{
+	const char **names = calloc(p->nsamples + 1, sizeof(*names));
+	size_t *counts = calloc(p->nsamples + 1, sizeof(*counts));
+	size_t n = 0, i, k;
+
+	if (!names || !counts) {
+		free(names);
+		free(counts);
+		return;
+	}
+	for (i = 0; i < p->nsamples; i++) {
+		const char *h = p->samples[i].heap ? p->samples[i].heap : "libc.malloc";
+
+		for (k = 0; k < n && strcmp(names[k], h); k++)
+			;
+		if (k == n)
+			names[n++] = h;
+		counts[k]++;
+	}
+	for (k = 0; k < n; k++)
+		fprintf(f, "%s%s (%zu samples%s)\n", indent, names[k], counts[k],
+			hp_heap_own_types(names[k]) ? "; sample types of its own" : "");
+	free(names);
+	free(counts);
+}
+
+int hp_prof_metric_heap(const struct hp_prof *p, const char *heap)
 {
 	size_t i;
 
 	for (i = 0; i < p->nsamples; i++)
-		if (p->samples[i].v[HP_V_INUSE_SPACE])
+		if (p->samples[i].v[HP_V_INUSE_SPACE] && hp_sample_in_heap(&p->samples[i], heap))
 			return HP_V_INUSE_SPACE;
 	return HP_V_ALLOC_SPACE;
+}
+
+int hp_prof_metric(const struct hp_prof *p)
+{
+	return hp_prof_metric_heap(p, NULL);
 }
 
 int hp_write_out(struct hp_out *o, int (*fn)(const struct hp_prof *, int, FILE *),

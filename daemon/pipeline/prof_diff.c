@@ -54,11 +54,13 @@ static int add_all(struct hp_prof *dst, struct hp_hmap *locidx, struct hp_hmap *
 		}
 		if (s->heap)
 			h2 ^= hp_hash_str(s->heap);
+		if (s->exporter)
+			h2 ^= hp_hash_str(s->exporter) << 1;
 		si = (uintptr_t)hp_hmap_get(stkidx, h1, h2);
 		if (!si) {
 			int64_t zero[HP_NV] = { 0 };
 
-			if (hp_prof_add_sample(dst, stk, s->nlocs, zero, s->heap)) {
+			if (hp_prof_add_sample_l(dst, stk, s->nlocs, zero, s->heap, s->exporter)) {
 				free(stk);
 				return -1;
 			}

@@ -114,7 +114,31 @@ struct hp_prof_sample {
 	uint32_t nlocs;
 	int64_t v[HP_NV];
 	const char *heap;
+	const char *exporter;	/* dmabuf: the buffer's exporter (label "exporter") */
 };
+
+/*
+ * The heaps of a profile. In memory every sample has the same values
+ * (v[HP_NV]) and its heap's name. Most heaps share the sample types of
+ * malloc (alloc_space, ...); the dmabuf heap (DMA-BUF exports, device
+ * memory) has its own in pprof files, dmabuf_alloc_objects,
+ * dmabuf_alloc_space, dmabuf_inuse_objects and dmabuf_inuse_space (pprof.c
+ * maps them), so that no view sums it with the process's heap.
+ */
+#define HP_HEAP_DMABUF_NAME	"dmabuf"
+struct hp_prof;
+/* Does this heap have sample types of its own (it is never summed with others)? */
+int hp_heap_own_types(const char *heap);
+/*
+ * A report's choice of heap: NULL is the default, every heap that shares
+ * malloc's sample types; "malloc" stands for "libc.malloc"; any other name
+ * is that heap only.
+ */
+int hp_sample_in_heap(const struct hp_prof_sample *s, const char *sel);
+/* The heaps p has samples of, with their counts: "libc.malloc (12 samples)". */
+void hp_prof_heaps(const struct hp_prof *p, FILE *f, const char *indent);
+/* Is there a sample of this heap selection in p? */
+int hp_prof_has_heap(const struct hp_prof *p, const char *sel);
 
 struct hp_prof {
 	struct hp_prof_map *maps;
@@ -141,6 +165,9 @@ uint32_t hp_prof_add_map(struct hp_prof *p, const struct hp_prof_map *m);
 uint32_t hp_prof_add_loc(struct hp_prof *p, const struct hp_prof_loc *l);
 int hp_prof_add_sample(struct hp_prof *p, const uint32_t *locs, uint32_t n,
 		       const int64_t *v, const char *heap);
+/* The same with the exporter label (NULL: none). */
+int hp_prof_add_sample_l(struct hp_prof *p, const uint32_t *locs, uint32_t n,
+			 const int64_t *v, const char *heap, const char *exporter);
 void hp_prof_add_comment(struct hp_prof *p, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 /* "func" or "0xaddr (file)" for display */
@@ -173,6 +200,9 @@ struct hp_render_opts {
 	int top;		/* rows of each table, 0 = all */
 	const char *drop_frames;	/* NULL: the profile's or the default; "": none */
 	const char *title;	/* SVG: what the graph shows, e.g. "sqlite3: at the peak" */
+	const char *heap;	/* the samples shown: hp_sample_in_heap's selection */
+	int all_heaps;		/* text, heap NULL: then a section per heap with
+				 * sample types of its own (the daemon's .txt) */
 };
 int hp_svg_write_opts(const struct hp_prof *p, const struct hp_render_opts *o, FILE *f);
 int hp_text_write_opts(const struct hp_prof *p, const struct hp_render_opts *o, FILE *f);
@@ -209,6 +239,8 @@ const char *hp_site_name(const struct hp_prof *p, const struct hp_frame *fr, siz
 			 char *buf, size_t len);
 #define HP_MAX_FRAMES	2048	/* frames of one sample, inline ones included */
 int hp_prof_metric(const struct hp_prof *p);	/* inuse_space unless all 0 */
+/* The same over the samples of a heap selection (hp_sample_in_heap). */
+int hp_prof_metric_heap(const struct hp_prof *p, const char *heap);
 /* fn's output into o's stream, not committed: 0 or -errno (o->why). */
 int hp_write_out(struct hp_out *o, int (*fn)(const struct hp_prof *, int, FILE *),
 		 const struct hp_prof *p, int arg);

@@ -23,7 +23,13 @@ static void put_name(FILE *f, const char *s)
 /* "" when a metric is left to the profile; else its index. */
 static int pick_metric(const struct hp_prof *p, const struct hp_render_opts *o)
 {
-	return o && o->metric >= 0 && o->metric < HP_NV ? o->metric : hp_prof_metric(p);
+	return o && o->metric >= 0 && o->metric < HP_NV ? o->metric :
+		hp_prof_metric_heap(p, o ? o->heap : NULL);
+}
+
+static const char *sel_heap(const struct hp_render_opts *o)
+{
+	return o ? o->heap : NULL;
 }
 
 int hp_folded_write_opts(const struct hp_prof *p, const struct hp_render_opts *o, FILE *f)
@@ -42,7 +48,7 @@ int hp_folded_write_opts(const struct hp_prof *p, const struct hp_render_opts *o
 		const struct hp_prof_sample *s = &p->samples[i];
 		size_t n;
 
-		if (s->v[metric] <= 0)
+		if (s->v[metric] <= 0 || !hp_sample_in_heap(s, sel_heap(o)))
 			continue;
 		n = hp_sample_frames(p, s, &d, fr, MAX_FRAMES);
 		if (!n)
@@ -288,7 +294,7 @@ int hp_svg_write_opts(const struct hp_prof *p, const struct hp_render_opts *o, F
 		struct fnode *n = &root;
 		size_t k;
 
-		if (s->v[metric] <= 0)
+		if (s->v[metric] <= 0 || !hp_sample_in_heap(s, sel_heap(o)))
 			continue;
 		stacks++;
 		root.value = hp_sat_add(root.value, s->v[metric]);
@@ -315,6 +321,10 @@ int hp_svg_write_opts(const struct hp_prof *p, const struct hp_render_opts *o, F
 		(int)SVG_W, height, (int)SVG_W, height, SVG_PAD);
 	xml(f, o && o->title ? o->title : "heapprofd", 120);
 	fprintf(f, "</text>\n<text x=\"%.0f\" y=\"44\" style=\"font-size:13px\">", SVG_PAD);
+	if (sel_heap(o)) {
+		xml(f, sel_heap(o), 40);
+		fputs(" heap, ", f);
+	}
 	fprintf(f, "%s: %s in %" PRId64 " stacks. Width = share, callers below callees; "
 		"allocator frames folded into their callers.</text>\n",
 		hp_metric_words(metric), tot, stacks);
@@ -348,7 +358,7 @@ int hp_svg_write(const struct hp_prof *p, int metric, const char *title, FILE *f
 
 /* A call site (the leaf after folding) or, in the second table, a function. */
 struct agg {
-	const char *name, *file, *heap;
+	const char *name, *file, *heap, *exporter;
 	int64_t line;
 	int64_t v[HP_NV];	/* call sites: their values; functions: self */
 	int64_t cum[HP_NV];	/* functions: every stack they are on, once */
@@ -442,34 +452,39 @@ const char *hp_site_name(const struct hp_prof *p, const struct hp_frame *fr, siz
 	return fr[0].name;
 }
 
-int hp_text_write_opts(const struct hp_prof *p, const struct hp_render_opts *o, FILE *f)
+/*
+ * The tables of one heap selection (hp_sample_in_heap). A heap with sample
+ * types of its own (dmabuf) is shown as buffers, with their exporter.
+ */
+static int text_tables(const struct hp_prof *p, const struct hp_render_opts *o,
+		       const char *heap_sel, struct hp_drop *d, struct hp_frame *fr, FILE *f)
 {
 	struct aggs sites = { 0 }, funcs = { 0 };
-	struct hp_frame *fr = malloc(MAX_FRAMES * sizeof(*fr));
 	int64_t tot[HP_NV] = { 0 };
-	char buf[512], b1[32], b2[32], b3[32], why[200];
+	char buf[512], b1[32], b2[32], b3[32];
 	int rc = 0, other_heaps = 0, top = o ? o->top : 20, cm;
-	struct hp_drop d;
-	size_t i;
+	int bufs = hp_heap_own_types(heap_sel && !strcmp(heap_sel, "malloc") ? NULL : heap_sel);
+	size_t i, nsel = 0;
 
-	if (!fr)
-		return -1;
-	if (hp_drop_init(&d, p, o ? o->drop_frames : NULL, why, sizeof(why))) {
-		fprintf(f, "%s\n", why);
-		free(fr);
-		return -1;
-	}
 	for (i = 0; i < p->nsamples; i++) {
 		const struct hp_prof_sample *s = &p->samples[i];
-		size_t n = hp_sample_frames(p, s, &d, fr, MAX_FRAMES), k;
-		const char *name = hp_site_name(p, fr, n, buf, sizeof(buf));
-		const char *file = n && fr[0].file ? fr[0].file : "";
-		int64_t line = n ? fr[0].line : 0;
-		const char *heap = s->heap ? s->heap : "";
-		struct agg *a = agg_get(&sites, hp_hash_str(name) ^ (hp_hash_str(heap) << 1),
-					hp_hash_str(file) * 31 + (uint64_t)line);
+		size_t n, k;
+		const char *name, *file, *heap, *exp;
+		int64_t line;
+		struct agg *a;
 		int j;
 
+		if (!hp_sample_in_heap(s, heap_sel))
+			continue;
+		nsel++;
+		n = hp_sample_frames(p, s, d, fr, MAX_FRAMES);
+		name = hp_site_name(p, fr, n, buf, sizeof(buf));
+		file = n && fr[0].file ? fr[0].file : "";
+		line = n ? fr[0].line : 0;
+		heap = s->heap ? s->heap : "";
+		exp = s->exporter ? s->exporter : "";
+		a = agg_get(&sites, hp_hash_str(name) ^ (hp_hash_str(heap) << 1) ^
+			    (hp_hash_str(exp) << 2), hp_hash_str(file) * 31 + (uint64_t)line);
 		if (!a) {
 			rc = -1;
 			goto out;
@@ -479,6 +494,7 @@ int hp_text_write_opts(const struct hp_prof *p, const struct hp_render_opts *o, 
 			a->file = file;
 			a->line = line;
 			a->heap = heap;
+			a->exporter = exp;
 			if (heap[0] && strcmp(heap, "libc.malloc"))
 				other_heaps = 1;
 		}
@@ -505,22 +521,28 @@ int hp_text_write_opts(const struct hp_prof *p, const struct hp_render_opts *o, 
 			fa->last = i + 1;
 		}
 	}
-	for (i = 0; i < p->ncomments; i++)
-		fprintf(f, "# %s\n", p->comments[i]);
 	human(b1, sizeof(b1), tot[HP_V_INUSE_SPACE]);
 	human(b2, sizeof(b2), tot[HP_V_ALLOC_SPACE]);
 	human(b3, sizeof(b3), tot[HP_V_INUSE_USABLE]);
-	fprintf(f, "total (estimated): in use %s in %" PRId64 " objects (usable %s); allocated %s in %" PRId64 " objects\n",
-		b1, tot[HP_V_INUSE_OBJ], b3, b2, tot[HP_V_ALLOC_OBJ]);
-	if (!p->nsamples)
+	if (bufs)
+		fprintf(f, "total (estimated): in use %s in %" PRId64 " buffers; allocated %s in %" PRId64 " buffers\n",
+			b1, tot[HP_V_INUSE_OBJ], b2, tot[HP_V_ALLOC_OBJ]);
+	else
+		fprintf(f, "total (estimated): in use %s in %" PRId64 " objects (usable %s); allocated %s in %" PRId64 " objects\n",
+			b1, tot[HP_V_INUSE_OBJ], b3, b2, tot[HP_V_ALLOC_OBJ]);
+	if (!nsel)
 		fprintf(f, "no samples\n");
 	sort_metric = o && o->metric >= 0 && o->metric < HP_NV ? o->metric : -1;
 	if (sites.list)
 		qsort(sites.list, sites.n, sizeof(*sites.list), agg_cmp);
 	fprintf(f, "\ncall sites (allocator frames folded into their callers)%s%s:\n",
 		sort_metric >= 0 ? ", by " : "", sort_metric >= 0 ? hp_metric_words(sort_metric) : "");
-	fprintf(f, "%12s %10s %12s %10s %9s  %s\n", "inuse_bytes", "inuse_objs",
-		"alloc_bytes", "alloc_objs", "usable/req", "call site");
+	if (bufs)
+		fprintf(f, "%12s %10s %12s %10s  %-16s %s\n", "inuse_bytes", "inuse_bufs",
+			"alloc_bytes", "alloc_bufs", "exporter", "call site");
+	else
+		fprintf(f, "%12s %10s %12s %10s %9s  %s\n", "inuse_bytes", "inuse_objs",
+			"alloc_bytes", "alloc_objs", "usable/req", "call site");
 	for (i = 0; i < sites.n && (top <= 0 || (int)i < top); i++) {
 		const struct agg *a = sites.list[i];
 		int64_t req = a->v[HP_V_INUSE_SPACE] ? a->v[HP_V_INUSE_SPACE] : a->v[HP_V_ALLOC_SPACE];
@@ -529,11 +551,13 @@ int hp_text_write_opts(const struct hp_prof *p, const struct hp_render_opts *o, 
 		fprintf(f, "%12" PRId64 " %10" PRId64 " %12" PRId64 " %10" PRId64 " ",
 			a->v[HP_V_INUSE_SPACE], a->v[HP_V_INUSE_OBJ],
 			a->v[HP_V_ALLOC_SPACE], a->v[HP_V_ALLOC_OBJ]);
-		if (req > 0 && use > 0)
+		if (bufs)
+			fprintf(f, " %-16s ", a->exporter[0] ? a->exporter : "?");
+		else if (req > 0 && use > 0)
 			fprintf(f, "%8.1f%%  ", 100.0 * use / req);
 		else
 			fprintf(f, "%9s  ", "-");
-		if (other_heaps)
+		if (other_heaps && !bufs)
 			fprintf(f, "[%s] ", a->heap[0] ? a->heap : "?");
 		fputs(a->name, f);
 		if (a->file[0])
@@ -541,7 +565,7 @@ int hp_text_write_opts(const struct hp_prof *p, const struct hp_render_opts *o, 
 		fputc('\n', f);
 	}
 	/* Functions by what passed through them, as pprof -top -cum shows. */
-	cm = sort_metric >= 0 ? sort_metric : hp_prof_metric(p);
+	cm = sort_metric >= 0 ? sort_metric : hp_prof_metric_heap(p, heap_sel);
 	sort_metric = cm;
 	if (funcs.list)
 		qsort(funcs.list, funcs.n, sizeof(*funcs.list), cum_cmp);
@@ -560,6 +584,42 @@ int hp_text_write_opts(const struct hp_prof *p, const struct hp_render_opts *o, 
 out:
 	aggs_free(&sites);
 	aggs_free(&funcs);
+	return rc;
+}
+
+int hp_text_write_opts(const struct hp_prof *p, const struct hp_render_opts *o, FILE *f)
+{
+	struct hp_frame *fr = malloc(MAX_FRAMES * sizeof(*fr));
+	const char *heap = sel_heap(o);
+	struct hp_drop d;
+	char why[200];
+	int rc;
+	size_t i;
+
+	if (!fr)
+		return -1;
+	if (hp_drop_init(&d, p, o ? o->drop_frames : NULL, why, sizeof(why))) {
+		fprintf(f, "%s\n", why);
+		free(fr);
+		return -1;
+	}
+	for (i = 0; i < p->ncomments; i++)
+		fprintf(f, "# %s\n", p->comments[i]);
+	if (heap)
+		fprintf(f, "heap %s%s\n", heap, hp_heap_own_types(heap) ?
+			" (DMA-BUF exports: pprof sample types dmabuf_*, label exporter)" : "");
+	rc = text_tables(p, o, heap, &d, fr, f);
+	/* The dmabuf heap is device memory: never in the totals above. */
+	if (!rc && !heap && hp_prof_has_heap(p, HP_HEAP_DMABUF_NAME)) {
+		if (o && o->all_heaps) {
+			fprintf(f, "\nheap %s (DMA-BUF exports: pprof sample types dmabuf_*, label exporter)\n",
+				HP_HEAP_DMABUF_NAME);
+			rc = text_tables(p, o, HP_HEAP_DMABUF_NAME, &d, fr, f);
+		} else {
+			fprintf(f, "\nalso in this profile, apart: the %s heap (--heap %s)\n",
+				HP_HEAP_DMABUF_NAME, HP_HEAP_DMABUF_NAME);
+		}
+	}
 	hp_drop_free(&d);
 	free(fr);
 	return rc || ferror(f) ? -1 : 0;
@@ -567,7 +627,7 @@ out:
 
 int hp_text_write(const struct hp_prof *p, int top, FILE *f)
 {
-	struct hp_render_opts o = { .metric = -1, .top = top };
+	struct hp_render_opts o = { .metric = -1, .top = top, .all_heaps = 1 };
 
 	return hp_text_write_opts(p, &o, f);
 }

@@ -129,7 +129,8 @@ int hp_timeline_add(struct hp_timeline *t, const struct hp_prof *p, int64_t t_ns
 	for (i = 0; i < p->nsamples; i++) {
 		int64_t b = p->samples[i].v[HP_V_INUSE_SPACE], k;
 
-		if (!b)
+		/* Device memory (dmabuf) is not the process's heap in use. */
+		if (!b || !hp_sample_in_heap(&p->samples[i], NULL))
 			continue;
 		k = sample_site(t, p, &p->samples[i], &d, fr);
 		if (k < 0)

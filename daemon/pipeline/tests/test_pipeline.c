@@ -23,9 +23,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <zlib.h>
+
 #include "../../../tests/tap.h"
 #include "../internal.h"
 #include "capture.h"
+#include "profile.pb-c.h"
 
 static char tmpdir[256];
 static struct hp_pipeline *P;
@@ -908,6 +911,324 @@ static void test_books(void)
 	   "books: stats fed %llu accounted %llu live %llu",
 	   (unsigned long long)st.fed, (unsigned long long)st.accounted,
 	   (unsigned long long)st.live_allocs);
+	hp_proc_end(pr);
+}
+
+/* ---- kernel records: the dmabuf heap ---------------------------------------- */
+
+/*
+ * What the module queues for a session that exports a DMA-BUF (uapi,
+ * "Kernel records"): a DMABUF record, then an ALLOC of the dmabuf heap with
+ * addr = the inode and the exporting thread's registers and stack. The
+ * stack here is this process's own, captured in export_dmabuf_buffer.
+ */
+static volatile int export_sink;
+
+__attribute__((noinline)) static size_t export_dmabuf_buffer(void *buf, size_t cap)
+{
+	size_t n = hp_test_capture(buf, cap, 1, 1, 1);
+
+	export_sink++;
+	return n;
+}
+
+static size_t kalloc_rec(void *buf, size_t cap, uint64_t inode, uint64_t size, uint64_t seq)
+{
+	size_t n = export_dmabuf_buffer(buf, cap);
+	struct heapprofd_rec_alloc *a = buf;
+
+	if (!n)
+		return 0;
+	a->heap_id = HEAPPROFD_HEAP_DMABUF;
+	a->addr = inode;
+	a->seq = seq;
+	a->req_size = a->usable_size = a->est_size = size;
+	a->interval = 4096;
+	return n;
+}
+
+static size_t kdmabuf_rec(void *buf, uint64_t inode, uint64_t size, uint64_t seq,
+			  const char *exporter)
+{
+	struct heapprofd_rec_dmabuf *d = buf;
+
+	memset(d, 0, sizeof(*d));
+	d->hdr.type = HEAPPROFD_REC_DMABUF;
+	d->hdr.len = sizeof(*d);
+	d->seq = seq;
+	d->inode = inode;
+	d->size = size;
+	d->exporter_pid = getpid();
+	snprintf(d->exporter, sizeof(d->exporter), "%s", exporter);
+	return sizeof(*d);
+}
+
+static size_t kfree_rec(void *buf, uint64_t inode, uint64_t seq)
+{
+	struct heapprofd_rec_free *f = good_free(buf, inode, seq);
+
+	f->heap_id = HEAPPROFD_HEAP_DMABUF;
+	return sizeof(*f);
+}
+
+static int kfeed(struct hp_proc *pr, const void *rec, size_t len)
+{
+	char why[200];
+	int rc = hp_proc_feed_kernel(pr, rec, len, why, sizeof(why));
+
+	if (rc)
+		diag("kernel record refused: %s", why);
+	return rc;
+}
+
+/* The sample types a pprof file declares, as one string "a b c". */
+static void pprof_types(const char *path, char *out, size_t len)
+{
+	gzFile g = gzopen(path, "rb");
+	static uint8_t raw[1 << 20];
+	Perftools__Profiles__Profile *pp;
+	int n = g ? gzread(g, raw, sizeof(raw)) : -1;
+
+	out[0] = 0;
+	if (g)
+		gzclose(g);
+	pp = n > 0 ? perftools__profiles__profile__unpack(NULL, (size_t)n, raw) : NULL;
+	for (size_t i = 0; pp && i < pp->n_sample_type; i++) {
+		int64_t t = pp->sample_type[i]->type;
+
+		if (t > 0 && (size_t)t < pp->n_string_table)
+			snprintf(out + strlen(out), len - strlen(out), "%s%s", i ? " " : "",
+				 pp->string_table[t]);
+	}
+	if (pp)
+		perftools__profiles__profile__free_unpacked(pp, NULL);
+}
+
+static int64_t heap_sum(const struct hp_prof *p, const char *heap, const char *exporter, int v)
+{
+	int64_t s = 0;
+
+	for (size_t i = 0; i < p->nsamples; i++) {
+		const struct hp_prof_sample *sm = &p->samples[i];
+
+		if (hp_sample_in_heap(sm, heap) &&
+		    (!exporter || (sm->exporter && !strcmp(sm->exporter, exporter))))
+			s += sm->v[v];
+	}
+	return s;
+}
+
+static char *render_to(const struct hp_prof *p, const struct hp_render_opts *o, int folded,
+		       const char *name)
+{
+	char path[400];
+	FILE *f;
+	int rc;
+
+	snprintf(path, sizeof(path), "%s/%s", tmpdir, name);
+	f = fopen(path, "w");
+	if (!f)
+		return NULL;
+	rc = folded ? hp_folded_write_opts(p, o, f) : hp_text_write_opts(p, o, f);
+	fclose(f);
+	return rc ? NULL : slurp(path);
+}
+
+static void test_kernel_records(void)
+{
+	struct hp_proc *pr = self_proc(HP_PROC_DUMP_AT_MAX);
+	static uint64_t kb[(96 << 10) / 8];
+	uint64_t small[64];
+	struct heapprofd_rec_alloc *a = (void *)kb;
+	struct heapprofd_rec_klost kl = { .hdr = { .len = sizeof(kl), .type = HEAPPROFD_REC_KLOST },
+					  .records = 3, .bytes = 5 << 20 };
+	struct hp_proc_stats st;
+	struct hp_prof p;
+	char prefix[300], path[400], types[512], why[200], *out;
+	size_t n;
+	int bad = 0, nbad = 0, rc;
+
+	hp_test_stack_init();
+	/* The process's own heap: the same number as an inode, a seq 1 of its own. */
+	feed_alloc(pr, site_a, 4242, 100, 1);
+	/* Export 1: 1 MiB by udmabuf, inode 4242, kernel seq 1. */
+	kfeed(pr, small, kdmabuf_rec(small, 4242, 1 << 20, 1, "udmabuf"));
+	n = kalloc_rec(kb, sizeof(kb), 4242, 1 << 20, 1);
+	ok(n > sizeof(*a) && !kfeed(pr, kb, n),
+	   "kernel records: a dmabuf ALLOC with a captured stack (%zu bytes) is accepted", n);
+	/* Export 2: 2 MiB by system, released (kernel seq 3). */
+	kfeed(pr, small, kdmabuf_rec(small, 4243, 2 << 20, 2, "system"));
+	n = kalloc_rec(kb, sizeof(kb), 4243, 2 << 20, 2);
+	kfeed(pr, kb, n);
+	kfeed(pr, small, kfree_rec(small, 4243, 3));
+	/* Export 3: its DMABUF record was lost; 4 MiB, still in use. */
+	n = kalloc_rec(kb, sizeof(kb), 4244, 4 << 20, 4);
+	kfeed(pr, kb, n);
+	kfeed(pr, &kl, sizeof(kl));
+	/* The ring's free of 4242 is malloc's: the buffer stays in use. */
+	feed_free(pr, 4242, 2);
+
+	/* Malformed kernel records: each left out, the session goes on. */
+	n = kalloc_rec(kb, sizeof(kb), 4300, 4096, 9);
+	for (int i = 0; i < 9; i++) {
+		static const char *const what[] = {
+			"bad len", "wrong heap", "nregs too big", "stack_len beyond the record",
+			"a stamp", "stack reuse", "a ring-only type", "exporter without NUL",
+			"a free of the malloc heap",
+		};
+		size_t len = n;
+		void *r = kb;
+
+		kalloc_rec(kb, sizeof(kb), 4300, 4096, 9);
+		switch (i) {
+		case 0: a->hdr.len += 8; break;
+		case 1: a->heap_id = HEAPPROFD_HEAP_MALLOC; break;
+		case 2: a->nregs = HEAPPROFD_MAX_REGS + 1; break;
+		case 3: a->stack_len = (uint32_t)(n - sizeof(*a) + 8); break;
+		case 4: a->hdr.stamp = HEAPPROFD_REC_STAMP(0); break;
+		case 5: a->hdr.flags |= HEAPPROFD_ALLOC_STACK_REUSED; a->stack_reused = 8; break;
+		case 6: {
+			struct heapprofd_rec_maps *m = (void *)small;
+
+			memset(m, 0, sizeof(*m));
+			m->hdr.type = HEAPPROFD_REC_MAPS;
+			m->hdr.len = sizeof(*m);
+			r = m;
+			len = sizeof(*m);
+			break;
+		}
+		case 7: {
+			struct heapprofd_rec_dmabuf *d = (void *)small;
+
+			kdmabuf_rec(small, 4300, 4096, 9, "x");
+			memset(d->exporter, 'x', sizeof(d->exporter));
+			r = d;
+			len = sizeof(*d);
+			break;
+		}
+		default:
+			len = kfree_rec(small, 4242, 10);
+			((struct heapprofd_rec_free *)small)->heap_id = HEAPPROFD_HEAP_MALLOC;
+			r = small;
+			break;
+		}
+		why[0] = 0;
+		if (hp_proc_feed_kernel(pr, r, len, why, sizeof(why)) >= 0 || !why[0]) {
+			diag("kernel record with %s was accepted", what[i]);
+			bad++;
+		}
+		nbad++;
+	}
+	ok(!bad, "kernel records: %d kinds of malformed kernel record refused with a reason", nbad);
+	/* The ring may not write into the kernel's heap, nor its record types. */
+	kalloc_rec(kb, sizeof(kb), 4242, 4096, 100);
+	a->stack_len = 0;
+	a->hdr.len = sizeof(*a);
+	rc = hp_proc_feed(pr, kb, sizeof(*a), why, sizeof(why));
+	ok(rc < 0 && strstr(why, "dmabuf"),
+	   "kernel records: a ring ALLOC in the dmabuf heap is malformed (%s)", why);
+	ok(hp_proc_feed(pr, &kl, sizeof(kl), why, sizeof(why)) == 0,
+	   "kernel records: a KLOST written into the ring is ignored, not counted");
+	{
+		struct heapprofd_rec_heap h = { .hdr = { .len = sizeof(h), .type = HEAPPROFD_REC_HEAP },
+						.heap_id = 30, .interval = 1 };
+
+		strcpy(h.name, "dmabuf");
+		hp_proc_feed(pr, &h, sizeof(h), why, sizeof(why));
+		good_alloc(small, (uint64_t)(uintptr_t)site_b, 0x777, 333, 3);
+		((struct heapprofd_rec_alloc *)small)->heap_id = 30;
+		hp_proc_feed(pr, small, sizeof(struct heapprofd_rec_alloc), why, sizeof(why));
+	}
+
+	snprintf(prefix, sizeof(prefix), "%s/dmabuf", tmpdir);
+	rc = hp_proc_dump(pr, prefix, HP_OUT_PPROF | HP_OUT_TEXT | HP_OUT_FOLDED, HP_DUMP_NOW);
+	hp_proc_get_stats(pr, &st);
+	ok(!rc && st.kernel_records == 7 && st.kernel_rejected == (uint64_t)nbad,
+	   "kernel records: 7 fed, %d left out, the session goes on (stats %llu, %llu)", nbad,
+	   (unsigned long long)st.kernel_records, (unsigned long long)st.kernel_rejected);
+	snprintf(path, sizeof(path), "%s.pb.gz", prefix);
+	pprof_types(path, types, sizeof(types));
+	ok(strstr(types, "alloc_space") && strstr(types, "dmabuf_alloc_objects") &&
+	   strstr(types, "dmabuf_alloc_space") && strstr(types, "dmabuf_inuse_objects") &&
+	   strstr(types, "dmabuf_inuse_space"),
+	   "pprof: the dmabuf heap has sample types of its own (%s)", types);
+	if (hp_pprof_read(&p, path, why, sizeof(why))) {
+		ok(0, "pprof: read back: %s", why);
+		hp_proc_end(pr);
+		return;
+	}
+	{
+		char cmd[2400];
+
+		snprintf(cmd, sizeof(cmd), "cd %s && HOME=%s GOCACHE=%s/gocache GOFLAGS=-mod=mod "
+			 "go tool pprof -top -sample_index=dmabuf_inuse_space "
+			 "-tagfocus=exporter=udmabuf %s 2>&1", tmpdir, tmpdir, tmpdir, path);
+		out = run(cmd);
+		if (out && strstr(out, "not found") && strstr(out, "go"))
+			ok(1, "pprof: go tool pprof reads the dmabuf sample types # SKIP go not installed");
+		else
+			ok(out && strstr(out, "Type: dmabuf_inuse_space") &&
+			   strstr(out, "tagfocus=exporter=udmabuf") &&
+			   strstr(out, "Showing nodes accounting for 1MB") &&
+			   strstr(out, "hp_test_capture"),
+			   "pprof: go tool pprof -sample_index=dmabuf_inuse_space -tagfocus=exporter=udmabuf: 1MB at the exporting stack");
+		if (out && !strstr(out, "dmabuf_inuse_space"))
+			diag("pprof said: %s", out);
+		free(out);
+	}
+	ok(heap_sum(&p, "dmabuf", NULL, HP_V_ALLOC_SPACE) == 7 << 20 &&
+	   heap_sum(&p, "dmabuf", NULL, HP_V_INUSE_SPACE) == 5 << 20 &&
+	   heap_sum(&p, "dmabuf", NULL, HP_V_ALLOC_OBJ) == 3 &&
+	   heap_sum(&p, "dmabuf", NULL, HP_V_INUSE_OBJ) == 2,
+	   "books: dmabuf allocated 7 MiB in 3 buffers, 5 MiB in 2 in use (the release freed one; the ring's free did not)");
+	ok(heap_sum(&p, "dmabuf", "udmabuf", HP_V_INUSE_SPACE) == 1 << 20 &&
+	   heap_sum(&p, "dmabuf", "system", HP_V_ALLOC_SPACE) == 2 << 20 &&
+	   heap_sum(&p, "dmabuf", "system", HP_V_INUSE_SPACE) == 0 &&
+	   heap_sum(&p, "dmabuf", "(unknown)", HP_V_INUSE_SPACE) == 4 << 20,
+	   "pprof: label exporter per sample (udmabuf 1 MiB in use, system released, (unknown) without its DMABUF record)");
+	ok(heap_sum(&p, "libc.malloc", NULL, HP_V_INUSE_SPACE) == 0 &&
+	   heap_sum(&p, "malloc", NULL, HP_V_ALLOC_SPACE) == 100,
+	   "books: malloc is apart: 100 B allocated, freed by its own seq, no dmabuf bytes in its sample types");
+	ok(heap_sum(&p, "user:dmabuf", NULL, HP_V_INUSE_SPACE) == 333 &&
+	   heap_sum(&p, NULL, NULL, HP_V_INUSE_SPACE) == 333,
+	   "books: a custom heap registered as \"dmabuf\" is booked as user:dmabuf, with malloc's sample types");
+	out = render_to(&p, &(struct hp_render_opts){ .metric = -1, .heap = "dmabuf" }, 1,
+			"kr-heap.folded");
+	ok(out && strstr(out, ";main;test_kernel_records;kalloc_rec;export_dmabuf_buffer;hp_test_capture 1048576\n") &&
+	   strstr(out, "export_dmabuf_buffer;hp_test_capture 4194304\n") && !strstr(out, "site_a"),
+	   "folded --heap dmabuf: the exporting stack unwound from the kernel record's registers");
+	if (out && !strstr(out, "export_dmabuf_buffer"))
+		diag("%s", out);
+	free(out);
+	out = render_to(&p, &(struct hp_render_opts){ .metric = -1, .top = 5, .heap = "dmabuf" }, 0,
+			"kr-heap.txt");
+	ok(out && strstr(out, "heap dmabuf (DMA-BUF exports") &&
+	   strstr(out, "total (estimated): in use 5.0MiB in 2 buffers; allocated 7.0MiB in 3 buffers") &&
+	   strstr(out, "exporter         call site") &&
+	   strstr(out, "     1048576          1      1048576          1  udmabuf          hp_test_capture") &&
+	   strstr(out, "export_dmabuf_buffer") && !strstr(out, "site_a"),
+	   "report --heap dmabuf: buffers by call site with their exporter");
+	ok(out && strstr(out, "# WARNING: 3 kernel records were lost") &&
+	   strstr(out, "about 5242880 bytes") &&
+	   strstr(out, "# dmabuf heap (kernel records, sample types dmabuf_*, label exporter): 3 DMA-BUF exports sampled (1 without their exporter record), 1 releases") &&
+	   strstr(out, "# WARNING: 9 kernel records were malformed and left out"),
+	   "report: lost and malformed kernel records are never silent");
+	if (out && !strstr(out, "udmabuf"))
+		diag("%s", out);
+	free(out);
+	out = render_to(&p, &(struct hp_render_opts){ .metric = -1, .top = 5 }, 0, "kr-default.txt");
+	ok(out && strstr(out, "site_a") && !strstr(out, "hp_test_capture") &&
+	   strstr(out, "also in this profile, apart: the dmabuf heap (--heap dmabuf)") &&
+	   strstr(out, "peak in-use bytes (estimated): 333\n"),
+	   "report: the default shows malloc, says the dmabuf heap is there, the peak leaves DMA-BUFs out");
+	free(out);
+	hp_prof_free(&p);
+	snprintf(path, sizeof(path), "%s.txt", prefix);
+	out = slurp(path);
+	ok(out && strstr(out, "site_a") && strstr(out, "\nheap dmabuf (DMA-BUF exports") &&
+	   strstr(out, "udmabuf          hp_test_capture"),
+	   "dump: the daemon's text file has the dmabuf heap's tables after malloc's");
+	free(out);
 	hp_proc_end(pr);
 }
 
@@ -2041,6 +2362,7 @@ int main(void)
 	test_maps_record();
 	test_maps_snapshot();
 	test_custom_heap();
+	test_kernel_records();
 	test_garbage();
 	test_sigmask();
 	test_hmap();
