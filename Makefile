@@ -24,11 +24,11 @@ KDIR := $(shell scripts/stock-kdir 2>/dev/null)
 endif
 export KDIR
 
-.PHONY: all userspace client daemon ctl selftests hostile module check demo bench bench-dmabuf deps clean
+.PHONY: all userspace client daemon ctl selftests hostile attach-tests dmabuf-tests module check demo bench bench-dmabuf deps clean
 
 all: userspace module
 
-userspace: client daemon ctl selftests hostile
+userspace: client daemon ctl selftests hostile attach-tests dmabuf-tests
 
 client:
 	$(MAKE) -C libclient
@@ -45,6 +45,10 @@ selftests:
 
 # The hostile-client suite's programs (tests/hostile, security.rst).
 include tests/hostile/hostile.mk
+# The programs of the attach tests (tests/attach).
+include tests/attach/attach.mk
+# The DMA-BUF maker of tests/dmabuf/run.
+include tests/dmabuf/dmabuf.mk
 
 module:
 	@test -n "$(KDIR)" || { echo "no kernel headers: apt-get install linux-headers-amd64 (or make KDIR=...)"; exit 1; }

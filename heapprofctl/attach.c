@@ -4,6 +4,85 @@
  * that are running already.
  */
 #include "heapprofctl.h"
+#include "inject.h"
+
+/*
+ * A process started without the client: load it into the process (inject.c)
+ * with a dormant session on the transport this daemon serves, which the
+ * attach request then enables. 1 when it was loaded so, 0 when the client
+ * was preloaded already (the usual attach); dies with the reason otherwise.
+ */
+static int load_client(struct daemon *d, int pid, unsigned long long interval, int want)
+{
+	char lib[PATH_MAX], real[PATH_MAX], cfg[PATH_MAX + 128], err[1024];
+	const char *tr = want == 1 ? "kernel" : want == 2 ? "socket" :
+			 !strcmp(d->transport, "kernel") ? "kernel" :
+			 !strcmp(d->transport, "socket") ? "socket" : "auto";
+	struct inject_times it;
+	sigset_t hold, old;
+	int rc;
+
+	sigemptyset(&hold);
+	sigaddset(&hold, SIGINT);
+	sigaddset(&hold, SIGTERM);
+	sigaddset(&hold, SIGHUP);
+	sigaddset(&hold, SIGQUIT);
+	client_lib(lib, sizeof(lib));
+	if (!realpath(lib, real))
+		snprintf(real, sizeof(real), "%s", lib);
+	snprintf(cfg, sizeof(cfg), "transport=%s interval=%llu%s%s%s", tr, interval,
+		 d->socket[0] ? " socket=" : "", d->socket, verbose > 2 ? " debug=1" : "");
+	/* Not stopped halfway: the process would run into our return trap. */
+	sigprocmask(SIG_BLOCK, &hold, &old);
+	rc = hp_inject_attach(pid, real, cfg, &it, err, sizeof(err));
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	if (rc < 0) {
+		finish_daemon(d);
+		die("attach %d: %s", pid, err);
+	}
+	if (rc == 0 && verbose)
+		note("loaded the client into pid %d (stopped for %llu us, %d look%s for a safe point)",
+		     pid, (unsigned long long)it.stopped_us, it.tries, it.tries == 1 ? "" : "s");
+	if (rc == 0 && verbose > 1)
+		note("stopped: %llu us stopping the threads, %llu us finding a safe point, "
+		     "%llu us in dlopen, %llu us in heapprofd_client_attach",
+		     (unsigned long long)it.stop_us, (unsigned long long)it.safe_us,
+		     (unsigned long long)it.dlopen_us, (unsigned long long)it.call_us);
+	return rc == 0;
+}
+
+/* Take the hooks of a client loaded by attach out again; 0 when there was
+ * none (preloaded, or gone), 1 done, -1 failed (said why). */
+static int unload_client(int pid)
+{
+	struct inject_times it;
+	sigset_t hold, old;
+	char err[1024];
+	int rc;
+
+	sigemptyset(&hold);
+	sigaddset(&hold, SIGINT);
+	sigaddset(&hold, SIGTERM);
+	sigaddset(&hold, SIGHUP);
+	sigaddset(&hold, SIGQUIT);
+	sigprocmask(SIG_BLOCK, &hold, &old);
+	rc = hp_inject_detach(pid, &it, err, sizeof(err));
+	sigprocmask(SIG_SETMASK, &old, NULL);
+
+	if (rc < 0) {
+		fprintf(stderr, "%s: detach %d: %s\n", prog, pid, err);
+		return -1;
+	}
+	if (rc == 0 && verbose)
+		note("took the client's hooks out of pid %d (stopped for %llu us)", pid,
+		     (unsigned long long)it.stopped_us);
+	if (rc == 0 && verbose > 1)
+		note("stopped: %llu us stopping the threads, %llu us finding a safe point, "
+		     "%llu us in heapprofd_client_detach",
+		     (unsigned long long)it.stop_us, (unsigned long long)it.safe_us,
+		     (unsigned long long)it.call_us);
+	return rc == 0;
+}
 /* ------------------------------------------------------------------ */
 /* attach / dump / detach / sessions                                  */
 /* ------------------------------------------------------------------ */
@@ -14,7 +93,7 @@ int do_attach(int pid, unsigned secs, const char *out, unsigned long long interv
 	struct daemon d;
 	uint64_t t0;
 	sigset_t ss;
-	int sfd, stop = 0, rc;
+	int sfd, stop = 0, rc, injected;
 
 	if (!out) {
 		snprintf(prefix, sizeof(prefix), "out/attach.%d", pid);
@@ -35,12 +114,15 @@ int do_attach(int pid, unsigned secs, const char *out, unsigned long long interv
 	sfd = signalfd(-1, &ss, SFD_CLOEXEC);
 	on_event = record_event;
 	reach_daemon(&d, 1, want);
+	injected = load_client(&d, pid, interval ? interval : 4096, want);
 	snprintf(req, sizeof(req), "attach");
 	hpc_putu(req, sizeof(req), "pid", pid);
 	hpc_putu(req, sizeof(req), "interval", interval ? interval : 4096);
 	hpc_put(req, sizeof(req), "prefix", prefix);
 	if ((rc = request_to(&d, req, rep, sizeof(rep), CTL_DUMP_TIMEOUT_MS)) != 0) {
 		no_answer(&d, rc, rep, msg, sizeof(msg));
+		if (injected)
+			unload_client(pid);
 		finish_daemon(&d);
 		die("attach %d: %s", pid, msg);
 	}
@@ -79,8 +161,26 @@ int do_attach(int pid, unsigned secs, const char *out, unsigned long long interv
 			record_event(rep);
 		}
 	}
+	if (injected && stop != 2 && unload_client(pid) < 0)
+		rc = 1;
+	else
+		rc = 0;
 	finish_daemon(&d);
-	return show_results(20);
+	return show_results(20) ? 1 : rc;
+}
+
+/* Does a daemon listen at the control socket? */
+static int daemon_listens(void)
+{
+	const char *path = getenv(CTL_ENV) ? getenv(CTL_ENV) : CTL_DEFAULT;
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0), ok;
+
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+	ok = fd >= 0 && !connect(fd, (struct sockaddr *)&a, sizeof(a));
+	if (fd >= 0)
+		close(fd);
+	return ok;
 }
 
 int simple_request(const char *verb, int pid)
@@ -89,11 +189,35 @@ int simple_request(const char *verb, int pid)
 	struct daemon d;
 	int rc;
 
+	/* The daemon that profiled it is gone (a private one, with its
+	 * heapprofctl): a client loaded by attach still has its hooks in. */
+	if (!strcmp(verb, "detach") && !daemon_listens() && kill(pid, 0) == 0) {
+		rc = unload_client(pid);
+		if (rc > 0) {
+			printf("detach %d: no daemon, no profile; the client's hooks are out\n", pid);
+			return 0;
+		}
+		if (rc < 0)
+			return 1;
+	}
 	reach_daemon(&d, 0, 0);
 	snprintf(req, sizeof(req), "%s", verb);
 	hpc_putu(req, sizeof(req), "pid", pid);
-	if ((rc = request_to(&d, req, rep, sizeof(rep), CTL_DUMP_TIMEOUT_MS)) != 0)
-		die("%s %d: %s", verb, pid, no_answer(&d, rc, rep, v, sizeof(v)));
+	if ((rc = request_to(&d, req, rep, sizeof(rep), CTL_DUMP_TIMEOUT_MS)) != 0) {
+		no_answer(&d, rc, rep, v, sizeof(v));
+		/* A client loaded by attach whose daemon session is over
+		 * still has its hooks in: detach takes them out. */
+		if (!strcmp(verb, "detach") && kill(pid, 0) == 0 && unload_client(pid) > 0) {
+			printf("detach %d: no profile (%s); the client's hooks are out\n", pid, v);
+			close(d.fd);
+			return 0;
+		}
+		die("%s %d: %s", verb, pid, v);
+	}
+	if (!strcmp(verb, "detach") && unload_client(pid) < 0) {
+		close(d.fd);
+		return 1;
+	}
 	hpc_get(rep, "prefix", v, sizeof(v));
 	printf("%s %d: wrote %s.pb.gz %s.svg %s.folded %s.txt\n", verb, pid, v, v, v, v);
 	close(d.fd);

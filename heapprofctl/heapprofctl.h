@@ -10,6 +10,8 @@
  *   attach.c       attach, dump, detach, sessions
  *   install.c, preload.c   install-preload / uninstall-preload
  *   sysfs_stats.c  stats: the module's /sys/kernel/heapprofd
+ *   dmabuf_info.c, dmabuf.c  dmabuf, gpu, meminfo: reading, and printing
+ *   monitor.c      monitor: the module's netlink events
  *   report.c, symbolize.c  what it does with a profile file (the pipeline's
  *                  profile.h)
  */
@@ -42,6 +44,8 @@
 #include "../daemon/pipeline/profile.h"
 #include "preload.h"
 #include "sysfs_stats.h"
+#include "dmabuf_info.h"
+#include "monitor.h"
 
 #define CTL_DEFAULT	"/run/heapprofd/ctl.sock"
 #define CTL_ENV		"HEAPPROFD_CTL"

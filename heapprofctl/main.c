@@ -25,6 +25,11 @@ static void usage(FILE *f)
 "  detach PID            stop profiling it and write its profile\n"
 "  sessions              processes the daemon knows\n"
 "  stats                 the module's statistics (/sys/kernel/heapprofd)\n"
+"  dmabuf [-a | -b] [-o csv] [PID]   DMA-BUFs per process (-a: by buffer and\n"
+"                        process, -b: buffers and exporters)\n"
+"  gpu [-o csv] [PID]    GPU memory per process (DRM fdinfo) and per GPU\n"
+"  meminfo [-o csv|json] the system's memory, lost RAM term by term\n"
+"  monitor [-d SECS]     the module's events (sessions, DMA-BUFs, GPU) as they come\n"
 "  report FILE [--top N] [--svg OUT] [--folded] [--base OTHER]\n"
 "  report --timeline OUT.svg [--timeline-csv OUT.csv|-] [--top N] PREFIX|FILE...\n"
 "                        memory over time from --continuous-dump's dumps\n"
@@ -69,6 +74,14 @@ static int run(int argc, char **argv)
 		return hp_report_main(argc - 1, argv + 1);
 	if (!strcmp(cmd, "symbolize"))
 		return hp_symbolize_main(argc - 1, argv + 1);
+	if (!strcmp(cmd, "dmabuf"))
+		return hp_dmabuf_main(argc - 1, argv + 1);
+	if (!strcmp(cmd, "gpu"))
+		return hp_gpu_main(argc - 1, argv + 1);
+	if (!strcmp(cmd, "meminfo"))
+		return hp_meminfo_main(argc - 1, argv + 1);
+	if (!strcmp(cmd, "monitor"))
+		return hp_monitor_main(argc - 1, argv + 1);
 
 	optind = 2;
 	while ((opt = getopt_long(argc, argv, "+i:o:d:vh", lo, NULL)) != -1) {

@@ -227,6 +227,7 @@ void hp_counters_publish(struct hp_thread *t);
 void hp_counters_register(struct hp_thread *t);
 void hp_counters_flush_all(void);
 void hp_counters_reset_child(struct hp_thread *t);
+int hp_threads_busy(void);
 
 /* ---- stack.c ------------------------------------------------------------ */
 void hp_stack_bounds(struct hp_thread *t);
@@ -237,6 +238,13 @@ void hp_exit_wait(void);
 
 /* ---- exec.c ------------------------------------------------------------- */
 void hp_exec_init(void);
+
+/* ---- injected.c, got.c: loaded by heapprofctl attach (not preloaded) ---- */
+extern int hp_injected;
+int hp_detect_injected(void);
+int hp_got_patch(void);		/* slots written, or -errno */
+void hp_got_unpatch(void);
+int hp_got_slots(void);
 
 /* ---- fork.c ------------------------------------------------------------- */
 void hp_fork_install(void);

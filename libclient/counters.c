@@ -126,3 +126,17 @@ void hp_counters_lock(int lock)
 	else
 		pthread_mutex_unlock(&reg_lock);
 }
+
+/* Is a registered thread inside a hook's slow path (detach waits)? */
+int hp_threads_busy(void)
+{
+	struct hp_thread *t;
+	int busy = 0;
+
+	if (pthread_mutex_trylock(&reg_lock))
+		return 1;
+	for (t = reg_head; t && !busy; t = t->next)
+		busy = __atomic_load_n(&t->in_hook, __ATOMIC_RELAXED) != 0;
+	pthread_mutex_unlock(&reg_lock);
+	return busy;
+}

@@ -119,8 +119,11 @@ static size_t boot_size(const void *p)
 	return *(const size_t *)((const uint8_t *)p - BOOT_HDR);
 }
 
+/* Loaded by heapprofctl attach (got.c), this library is not in the global
+ * scope: the real function is the one the program is bound to. */
 #define RESOLVE(var, name) \
-	__atomic_store_n(&var, (__typeof__(var))dlsym(RTLD_NEXT, name), __ATOMIC_RELEASE)
+	__atomic_store_n(&var, (__typeof__(var))dlsym(hp_injected ? RTLD_DEFAULT : RTLD_NEXT, name), \
+			 __ATOMIC_RELEASE)
 
 /*
  * HEAPPROFD_TEST_BOOTSTRAP=1 (for the tests): allocate through the bootstrap
@@ -522,7 +525,8 @@ void hp_hooks_init(void)
 
 	Dl_info di;
 
-	if (r_malloc && hp_real_usable && dladdr((void *)r_malloc, &di) &&
+	/* Loaded by attach: no marks (injected.c), as for another allocator. */
+	if (!hp_injected && r_malloc && hp_real_usable && dladdr((void *)r_malloc, &di) &&
 	    di.dli_fname && strstr(di.dli_fname, "/libc.so.6")) {
 		/* Check the header reading against the real thing once. */
 		void *p = r_malloc(100), *q = r_malloc(300000);

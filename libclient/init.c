@@ -84,6 +84,15 @@ __attribute__((constructor)) static void hp_init(void)
 {
 	pid_t root;
 
+	/* Loaded into a running process by heapprofctl attach: wait for
+	 * heapprofd_client_attach (injected.c); the environment is not ours. */
+	if (hp_detect_injected()) {
+		hp_resolve();
+		hp_stack_copy_init();
+		hp_hooks_init();
+		hp_fork_install();
+		return;
+	}
 	hp_resolve();
 	hp_stack_copy_init();
 	hp_hooks_init();
@@ -109,6 +118,8 @@ __attribute__((constructor)) static void hp_init(void)
  * after the program's atexit handlers and the other destructors. */
 __attribute__((destructor)) static void hp_fini(void)
 {
+	if (hp_injected)
+		return;	/* never unloaded while a session runs (detach ends it) */
 	hp_counters_flush_all();
 	hp_exit_wait();
 }

@@ -466,6 +466,16 @@ static void books_dump(struct job *j)
 		hp_prof_add_comment(o, "heapprofd profile of pid %d (%s), session %llu, %s",
 				    (int)pr->pid, pr->comm, (unsigned long long)pr->session_id,
 				    whiches[i] == HP_DUMP_PEAK ? "at the in-use peak" : "now");
+		{
+			/* The books start with the session (an attach's time, for a
+			 * running process): nothing allocated before is in them. */
+			char when[40];
+			struct tm tmv;
+
+			gmtime_r(&pr->start.tv_sec, &tmv);
+			strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tmv);
+			hp_prof_add_comment(o, "books kept since %s (the session's start)", when);
+		}
 		if (have) {
 			hp_prof_add_comment(o, "exact totals (client): %llu allocations, %llu bytes; %llu frees, %llu bytes; in use %lld bytes",
 					    (unsigned long long)t.alloc_calls,

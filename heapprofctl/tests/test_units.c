@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Unit tests of heapprofctl's small parts: the control protocol's encoding
- * and the /etc/ld.so.preload editor (on a scratch file). TAP lines.
+ * and the /etc/ld.so.preload editor (on a scratch file), and (test_dmabuf.c)
+ * dmabuf, gpu, meminfo and monitor. TAP lines.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +14,11 @@
 #include "../../proto/ctlproto.h"
 #include "../preload.h"
 
+/* dmabuf, gpu, meminfo and monitor on recorded trees (test_dmabuf()) */
+#include "test_dmabuf.c"
+
 /* TAP lines named "heapprofctl units: ..." */
+#undef ok
 #define ok(cond, what) tap_ok(cond, "heapprofctl units: %s", what)
 
 static char *slurp(const char *p)
@@ -88,5 +93,7 @@ int main(void)
 	   hp_preload_remove(file, lib, err, sizeof(err)) == 1, "preload: remove is idempotent");
 	unlink(file);
 	rmdir(dir);
+	if (test_dmabuf())
+		tap_ok(0, "heapprofctl units: dmabuf tests set up their tree");
 	return tap_failed ? 1 : 0;
 }

@@ -16,7 +16,8 @@ UNIT_ASAN := $(TBUILD)/asan/test_sampler $(TBUILD)/asan/test_ring $(TBUILD)/asan
 	$(TBUILD)/asan/test_detect $(TBUILD)/asan/test_mark
 UNIT_TSAN := $(TBUILD)/tsan/test_ring $(TBUILD)/tsan/test_freeset
 E2E := $(TBUILD)/test_client $(TBUILD)/asan/test_client
-TARGETS := $(TBUILD)/hp_target $(TBUILD)/hp_cxx $(TBUILD)/hp_target_linked
+TARGETS := $(TBUILD)/hp_target $(TBUILD)/hp_cxx $(TBUILD)/hp_target_linked $(TBUILD)/test_got \
+	$(TBUILD)/libdlsite.so
 KTEST := $(BUILD)/tests/client_kernel_test
 
 guest-tests: $(KTEST) $(TBUILD)/hp_target
@@ -64,6 +65,13 @@ $(TBUILD)/hp_target_linked: tests/hp_target.c include/heapprofd_client.h $(LIB) 
 	$(CC) $(TCFLAGS) -o $@ $< -Wl,--no-as-needed -L$(BUILD) -lheapprofd_client \
 		-Wl,-rpath,$(BUILD) -lpthread
 
+# The client loaded by dlopen as heapprofctl attach loads it (got.c).
+$(TBUILD)/test_got: tests/test_got.c ../tests/tap.h | $(TBUILD)
+	$(CC) $(TCFLAGS) -o $@ $< -ldl
+
+$(TBUILD)/libdlsite.so: ../tests/attach/dlsite.c | $(TBUILD)
+	$(CC) $(TCFLAGS) -fPIC -shared -o $@ $<
+
 $(TBUILD)/hp_cxx: tests/hp_cxx.cc | $(TBUILD)
 	$(CXX) -std=gnu++17 -O2 -g -Wall -Wextra -Werror -o $@ $< -lpthread
 
@@ -78,6 +86,8 @@ check: tests
 	for t in $(UNIT_ASAN); do HP_TAP_PREFIX='[asan] ' $$t || rc=1; done; \
 	echo "# libclient: threaded unit tests under TSan"; \
 	for t in $(UNIT_TSAN); do HP_TAP_PREFIX='[tsan] ' TSAN_OPTIONS=halt_on_error=1 $$t || rc=1; done; \
+	echo "# libclient: loaded by dlopen, hooks by GOT (as heapprofctl attach loads it)"; \
+	$(TBUILD)/test_got $(LIB) $(TBUILD)/libdlsite.so || rc=1; \
 	echo "# libclient: end-to-end over the socket transport"; \
 	$(TBUILD)/test_client $(BUILD) || rc=1; \
 	echo "# libclient: end-to-end, the test daemon under ASan+UBSan"; \
