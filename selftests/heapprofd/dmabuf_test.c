@@ -37,22 +37,6 @@ static bool dmabuf_source_active(void)
 	return n > 0 && strncmp(buf, "none", 4);
 }
 
-static int read_str(const char *path, char *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY);
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, len - 1);
-	close(fd);
-	if (n < 0)
-		return -errno;
-	buf[n] = 0;
-	if (n && buf[n - 1] == '\n')
-		buf[n - 1] = 0;
-	return 0;
-}
 
 static uint64_t ino_of(int fd)
 {
@@ -111,7 +95,7 @@ static void appear_and_vanish(struct __test_metadata *_metadata,
 		snprintf(path, sizeof(path),
 			 DMABUF_SYSFS "/buffers/%llu/exporter_name",
 			 (unsigned long long)inos[i]);
-		ASSERT_EQ(0, read_str(path, name, sizeof(name)));
+		ASSERT_EQ(0, hp_sysfs_str(path, name, sizeof(name)));
 		EXPECT_STREQ(kind, name);
 		/* The kernel's own view, where it has one, agrees. */
 		snprintf(path, sizeof(path),
@@ -122,7 +106,7 @@ static void appear_and_vanish(struct __test_metadata *_metadata,
 			snprintf(path, sizeof(path),
 				 "/sys/kernel/dmabuf/buffers/%llu/exporter_name",
 				 (unsigned long long)inos[i]);
-			ASSERT_EQ(0, read_str(path, name, sizeof(name)));
+			ASSERT_EQ(0, hp_sysfs_str(path, name, sizeof(name)));
 			EXPECT_STREQ(kind, name);
 		}
 	}
@@ -183,17 +167,17 @@ TEST(matches_kernel_sysfs_buffer_by_buffer)
 			continue;
 		snprintf(path, sizeof(path),
 			 "/sys/kernel/dmabuf/buffers/%s/exporter_name", de->d_name);
-		ASSERT_EQ(0, read_str(path, a, sizeof(a)));
+		ASSERT_EQ(0, hp_sysfs_str(path, a, sizeof(a)));
 		snprintf(path, sizeof(path),
 			 DMABUF_SYSFS "/buffers/%s/exporter_name", de->d_name);
-		ASSERT_EQ(0, read_str(path, b, sizeof(b)));
+		ASSERT_EQ(0, hp_sysfs_str(path, b, sizeof(b)));
 		EXPECT_STREQ(a, b);
 		snprintf(path, sizeof(path),
 			 "/sys/kernel/dmabuf/buffers/%s/size", de->d_name);
-		ASSERT_EQ(0, read_str(path, a, sizeof(a)));
+		ASSERT_EQ(0, hp_sysfs_str(path, a, sizeof(a)));
 		snprintf(path, sizeof(path),
 			 DMABUF_SYSFS "/buffers/%s/size", de->d_name);
-		ASSERT_EQ(0, read_str(path, b, sizeof(b)));
+		ASSERT_EQ(0, hp_sysfs_str(path, b, sizeof(b)));
 		EXPECT_STREQ(a, b);
 		compared++;
 	}

@@ -40,27 +40,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* The DRM ioctls we use (include/uapi/drm/drm.h, drm_mode.h): stable ABI. */
-struct hp_drm_version {
-	int version_major, version_minor, version_patchlevel;
-	size_t name_len;
-	char *name;
-	size_t date_len;
-	char *date;
-	size_t desc_len;
-	char *desc;
-};
-struct hp_drm_create_dumb {
-	uint32_t height, width, bpp, flags, handle, pitch;
-	uint64_t size;
-};
-struct hp_drm_prime_handle {
-	uint32_t handle, flags;
-	int32_t fd;
-};
-#define HP_DRM_IOCTL_VERSION		_IOWR('d', 0x00, struct hp_drm_version)
-#define HP_DRM_IOCTL_PRIME_HANDLE_TO_FD	_IOWR('d', 0x2d, struct hp_drm_prime_handle)
-#define HP_DRM_IOCTL_MODE_CREATE_DUMB	_IOWR('d', 0xB2, struct hp_drm_create_dumb)
+/* The DRM uapi structures and ioctls (no libdrm headers needed). */
+#include "../../selftests/heapprofd/hp_dmabuf.h"
 
 #define PAGE 4096UL
 
@@ -142,42 +123,42 @@ static int udmabuf_alloc(size_t len)
 	return fd;
 }
 
-static int vgem_fd = -2;
+static int vgem_card = -2;
 
 static int vgem_alloc(size_t len)
 {
 	struct hp_drm_create_dumb d = { .height = (uint32_t)(len / PAGE), .width = 1024, .bpp = 32 };
 	struct hp_drm_prime_handle p = { 0 };
 
-	if (vgem_fd == -2) {
+	if (vgem_card == -2) {
 		glob_t g;
 		size_t i;
 
-		vgem_fd = -1;
+		vgem_card = -1;
 		if (!glob("/dev/dri/card*", 0, NULL, &g)) {
-			for (i = 0; i < g.gl_pathc && vgem_fd < 0; i++) {
+			for (i = 0; i < g.gl_pathc && vgem_card < 0; i++) {
 				char name[32] = "";
 				struct hp_drm_version v = { .name_len = sizeof(name) - 1, .name = name };
 				int fd = open(g.gl_pathv[i], O_RDWR | O_CLOEXEC);
 
 				if (fd >= 0 && !ioctl(fd, HP_DRM_IOCTL_VERSION, &v) &&
 				    !strcmp(name, "vgem"))
-					vgem_fd = fd;
+					vgem_card = fd;
 				else if (fd >= 0)
 					close(fd);
 			}
 			globfree(&g);
 		}
 	}
-	if (vgem_fd < 0)
+	if (vgem_card < 0)
 		return -1;
-	if (ioctl(vgem_fd, HP_DRM_IOCTL_MODE_CREATE_DUMB, &d)) {
+	if (ioctl(vgem_card, HP_DRM_IOCTL_MODE_CREATE_DUMB, &d)) {
 		fprintf(stderr, "mkbufs: DRM_IOCTL_MODE_CREATE_DUMB: %s\n", strerror(errno));
 		exit(1);
 	}
 	p.handle = d.handle;
 	p.flags = O_CLOEXEC | O_RDWR;
-	if (ioctl(vgem_fd, HP_DRM_IOCTL_PRIME_HANDLE_TO_FD, &p)) {
+	if (ioctl(vgem_card, HP_DRM_IOCTL_PRIME_HANDLE_TO_FD, &p)) {
 		fprintf(stderr, "mkbufs: DRM_IOCTL_PRIME_HANDLE_TO_FD: %s\n", strerror(errno));
 		exit(1);
 	}
