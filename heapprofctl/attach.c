@@ -191,7 +191,9 @@ int simple_request(const char *verb, int pid)
 
 	/* The daemon that profiled it is gone (a private one, with its
 	 * heapprofctl): a client loaded by attach still has its hooks in. */
-	if (!strcmp(verb, "detach") && !daemon_listens() && kill(pid, 0) == 0) {
+	if (!strcmp(verb, "detach") && kill(pid, 0) != 0 && errno == ESRCH)
+		die("detach %d: no such process", pid);
+	if (!strcmp(verb, "detach") && !daemon_listens()) {
 		rc = unload_client(pid);
 		if (rc > 0) {
 			printf("detach %d: no daemon, no profile; the client's hooks are out\n", pid);
@@ -199,6 +201,8 @@ int simple_request(const char *verb, int pid)
 		}
 		if (rc < 0)
 			return 1;
+		die("detach %d: not attached (no heapprofd runs, and no client "
+		    "loaded by attach is active in it)", pid);
 	}
 	reach_daemon(&d, 0, 0);
 	snprintf(req, sizeof(req), "%s", verb);
