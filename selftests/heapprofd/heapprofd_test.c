@@ -1303,7 +1303,7 @@ TEST(netlink_events_and_dump)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Issue 19: each attack of a hostile local user, run unprivileged          */
+/* Each attack of a hostile local user, run unprivileged                   */
 /* ------------------------------------------------------------------------ */
 
 /* Become uid/gid 65534 (or the given gid) with no supplementary groups. */
