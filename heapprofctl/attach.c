@@ -12,6 +12,23 @@
  * attach request then enables. 1 when it was loaded so, 0 when the client
  * was preloaded already (the usual attach); dies with the reason otherwise.
  */
+/*
+ * Hold the signals that end heapprofctl while it works inside a process:
+ * stopped halfway, the process would run into the remote call's return
+ * trap. @old gets the mask to put back.
+ */
+static void hold_termination(sigset_t *old)
+{
+	sigset_t hold;
+
+	sigemptyset(&hold);
+	sigaddset(&hold, SIGINT);
+	sigaddset(&hold, SIGTERM);
+	sigaddset(&hold, SIGHUP);
+	sigaddset(&hold, SIGQUIT);
+	sigprocmask(SIG_BLOCK, &hold, old);
+}
+
 static int load_client(struct daemon *d, int pid, unsigned long long interval, int want)
 {
 	char lib[PATH_MAX], real[PATH_MAX], cfg[PATH_MAX + 128], err[1024];
@@ -19,21 +36,15 @@ static int load_client(struct daemon *d, int pid, unsigned long long interval, i
 			 !strcmp(d->transport, "kernel") ? "kernel" :
 			 !strcmp(d->transport, "socket") ? "socket" : "auto";
 	struct inject_times it;
-	sigset_t hold, old;
+	sigset_t old;
 	int rc;
 
-	sigemptyset(&hold);
-	sigaddset(&hold, SIGINT);
-	sigaddset(&hold, SIGTERM);
-	sigaddset(&hold, SIGHUP);
-	sigaddset(&hold, SIGQUIT);
 	client_lib(lib, sizeof(lib));
 	if (!realpath(lib, real))
 		snprintf(real, sizeof(real), "%s", lib);
 	snprintf(cfg, sizeof(cfg), "transport=%s interval=%llu%s%s%s", tr, interval,
 		 d->socket[0] ? " socket=" : "", d->socket, verbose > 2 ? " debug=1" : "");
-	/* Not stopped halfway: the process would run into our return trap. */
-	sigprocmask(SIG_BLOCK, &hold, &old);
+	hold_termination(&old);
 	rc = hp_inject_attach(pid, real, cfg, &it, err, sizeof(err));
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	if (rc < 0) {
@@ -56,16 +67,11 @@ static int load_client(struct daemon *d, int pid, unsigned long long interval, i
 static int unload_client(int pid)
 {
 	struct inject_times it;
-	sigset_t hold, old;
 	char err[1024];
+	sigset_t old;
 	int rc;
 
-	sigemptyset(&hold);
-	sigaddset(&hold, SIGINT);
-	sigaddset(&hold, SIGTERM);
-	sigaddset(&hold, SIGHUP);
-	sigaddset(&hold, SIGQUIT);
-	sigprocmask(SIG_BLOCK, &hold, &old);
+	hold_termination(&old);
 	rc = hp_inject_detach(pid, &it, err, sizeof(err));
 	sigprocmask(SIG_SETMASK, &old, NULL);
 

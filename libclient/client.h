@@ -8,6 +8,7 @@
 #define HP_INTERNAL_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -94,6 +95,7 @@ extern uint32_t hp_interval_gen;
 void hp_session_start(void);		/* from the constructor / lazily */
 void hp_session_stop(const char *why);	/* the daemon is gone */
 void hp_session_forget_child(void);	/* after fork, in the child */
+void hp_session_release(bool unmap);	/* fds, ring, the session state */
 void hp_config_poll(void);		/* reread the control page config */
 void hp_wake(void);
 /* The ring is full: is the daemon gone for good? Is one attached? */

@@ -98,25 +98,6 @@ static int apply_config(const char *cfg)
 	return 0;
 }
 
-/* Give back what a finished session holds: its fds and its ring. No
- * thread is inside a hook (heapprofd_client_detach checked). */
-static void release_session(void)
-{
-	if (hp_sess.ring.map)
-		munmap(hp_sess.ring.map, hp_sess.ring.map_len);
-	if (hp_sess.session_fd >= 0)
-		close(hp_sess.session_fd);
-	if (hp_sess.sock_fd >= 0)
-		close(hp_sess.sock_fd);
-	if (hp_sess.event_fd >= 0)
-		close(hp_sess.event_fd);
-	if (hp_sess.memfd >= 0)
-		close(hp_sess.memfd);
-	memset(&hp_sess, 0, sizeof(hp_sess));
-	hp_sess.session_fd = hp_sess.sock_fd = hp_sess.event_fd = hp_sess.memfd = -1;
-	hp_record_forget();
-}
-
 /*
  * Called by heapprofctl inside the process. Returns the number of GOT
  * slots routed through the hooks (>= 0), or -errno: -EALREADY when a
@@ -132,7 +113,7 @@ HP_EXPORT int heapprofd_client_attach(const char *config)
 	if (hp_sess.live && !hp_sess.stopped)
 		return -EALREADY;
 	if (hp_sess.live)
-		release_session();
+		hp_session_release(true);
 	if ((rc = apply_config(config)) != 0)
 		return rc;
 	hp_sess.stopped = 0;
@@ -146,7 +127,7 @@ HP_EXPORT int heapprofd_client_attach(const char *config)
 	if (rc < 0) {
 		hp_got_unpatch();
 		hp_session_stop("the GOT could not be patched");
-		release_session();
+		hp_session_release(true);
 		return rc;
 	}
 	heapprofd_client_injected = 2;
@@ -170,7 +151,7 @@ HP_EXPORT int heapprofd_client_detach(void)
 	if (hp_sess.live) {
 		hp_counters_flush_all();
 		hp_session_stop("detached");
-		release_session();
+		hp_session_release(true);
 	}
 	heapprofd_client_injected = 1;
 	return 0;

@@ -154,14 +154,14 @@ void hp_session_start(void)
 		 (unsigned long long)hp_cfg.interval);
 }
 
-/* In a fork child: drop everything that belongs to the parent's session
- * without writing to it. */
-void hp_session_forget_child(void)
+/*
+ * Give back what the session holds: its fds and, when @unmap, its ring
+ * mapping. No record is written; the caller makes sure no hook runs.
+ */
+void hp_session_release(bool unmap)
 {
-	__atomic_store_n(&hp_gate, &hp_zero, __ATOMIC_RELAXED);
-	if (hp_sess.live && !hp_sess.kernel && hp_sess.ring.map)
+	if (unmap && hp_sess.ring.map)
 		munmap(hp_sess.ring.map, hp_sess.ring.map_len);
-	/* The kernel mapping is VM_DONTCOPY: it is not there to unmap. */
 	if (hp_sess.session_fd >= 0)
 		close(hp_sess.session_fd);
 	if (hp_sess.sock_fd >= 0)
@@ -172,6 +172,15 @@ void hp_session_forget_child(void)
 		close(hp_sess.memfd);
 	memset(&hp_sess, 0, sizeof(hp_sess));
 	hp_sess.session_fd = hp_sess.sock_fd = hp_sess.event_fd = hp_sess.memfd = -1;
-	pthread_mutex_init(&hp_lock, NULL);
 	hp_record_forget();
+}
+
+/* In a fork child: drop everything that belongs to the parent's session
+ * without writing to it. */
+void hp_session_forget_child(void)
+{
+	__atomic_store_n(&hp_gate, &hp_zero, __ATOMIC_RELAXED);
+	/* The kernel mapping is VM_DONTCOPY: it is not there to unmap. */
+	hp_session_release(hp_sess.live && !hp_sess.kernel);
+	pthread_mutex_init(&hp_lock, NULL);
 }
