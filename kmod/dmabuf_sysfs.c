@@ -232,27 +232,32 @@ static bool hp_views_build_one(void)
 	return true;
 }
 
+/* The first exporter without a view yet, or NULL. */
+static struct hp_dmabuf_exp *hp_views_next_exporter(void)
+{
+	struct hp_dmabuf_exp *e, *found = NULL;
+	unsigned long flags;
+
+	spin_lock_irqsave(&hp_dmabuf_lock, flags);
+	list_for_each_entry(e, &hp_dmabuf_exps, node) {
+		if (!e->kobj && !e->view_failed) {
+			found = e;
+			break;
+		}
+	}
+	spin_unlock_irqrestore(&hp_dmabuf_lock, flags);
+	return found;
+}
+
 /* Exporters are never freed before exit: their kobj may be set unlocked. */
 static void hp_views_exporters(void)
 {
-	struct hp_dmabuf_exp *e, *todo;
-	unsigned long flags;
+	struct hp_dmabuf_exp *e;
 
-	for (;;) {
-		todo = NULL;
-		spin_lock_irqsave(&hp_dmabuf_lock, flags);
-		list_for_each_entry(e, &hp_dmabuf_exps, node) {
-			if (!e->kobj && !e->view_failed) {
-				todo = e;
-				break;
-			}
-		}
-		spin_unlock_irqrestore(&hp_dmabuf_lock, flags);
-		if (!todo)
-			return;
-		todo->kobj = hp_view_create(todo->name, hp_exporters_kobj,
-					    &hp_exp_group);
-		todo->view_failed = !todo->kobj;
+	while ((e = hp_views_next_exporter())) {
+		e->kobj = hp_view_create(e->name, hp_exporters_kobj,
+					 &hp_exp_group);
+		e->view_failed = !e->kobj;
 	}
 }
 
@@ -310,31 +315,30 @@ static ssize_t source_show(struct kobject *kobj, struct kobj_attribute *attr,
 	return sysfs_emit(buf, "%s\n", hp_dmabuf_source);
 }
 
-static ssize_t total_exported_bytes_show(struct kobject *kobj,
-					 struct kobj_attribute *attr,
-					 char *buf)
+/* Bring the views up to date, then read one total. */
+static ssize_t hp_dmabuf_total_show(char *buf, const u64 *total)
 {
 	unsigned long flags;
 	u64 v;
 
 	hp_views_sync();
 	spin_lock_irqsave(&hp_dmabuf_lock, flags);
-	v = hp_dmabuf_total_bytes;
+	v = *total;
 	spin_unlock_irqrestore(&hp_dmabuf_lock, flags);
 	return sysfs_emit(buf, "%llu\n", v);
+}
+
+static ssize_t total_exported_bytes_show(struct kobject *kobj,
+					 struct kobj_attribute *attr,
+					 char *buf)
+{
+	return hp_dmabuf_total_show(buf, &hp_dmabuf_total_bytes);
 }
 
 static ssize_t buffer_count_show(struct kobject *kobj,
 				 struct kobj_attribute *attr, char *buf)
 {
-	unsigned long flags;
-	u64 v;
-
-	hp_views_sync();
-	spin_lock_irqsave(&hp_dmabuf_lock, flags);
-	v = hp_dmabuf_count;
-	spin_unlock_irqrestore(&hp_dmabuf_lock, flags);
-	return sysfs_emit(buf, "%llu\n", v);
+	return hp_dmabuf_total_show(buf, &hp_dmabuf_count);
 }
 
 static ssize_t missed_exports_show(struct kobject *kobj,

@@ -279,57 +279,54 @@ static void hp_gpu_unview_gpu(struct hp_gpu *g)
 /* One change to one pid file; false when nothing is left to do. */
 static bool hp_gpu_sync_one(void)
 {
-	struct hp_gpu_proc *p, *todo = NULL;
-	struct hp_gpu *g, *tg = NULL;
+	struct hp_gpu_proc *p, *proc = NULL;
+	struct hp_gpu *g, *gpu = NULL;
 	unsigned long flags;
-	bool add = false;
 
 	spin_lock_irqsave(&hp_gpu_lock, flags);
 	list_for_each_entry(g, &hp_gpus, node) {
 		if (!g->kobj && !g->view_failed) {
-			tg = g;
+			gpu = g;	/* its directory first */
 			break;
 		}
 		if (!g->pids)
 			continue;
 		list_for_each_entry(p, &g->procs, node) {
 			if (p->gone || !p->tried) {
-				todo = p;
-				tg = g;
-				add = !p->gone;
+				proc = p;
+				gpu = g;
 				break;
 			}
 		}
-		if (todo)
+		if (proc)
 			break;
 	}
-	if (todo && todo->gone) {
-		/* Off the list now; the probe may add the pid again later. */
-		list_del(&todo->node);
+	/* Off the list now; the probe may add the pid again later. */
+	if (proc && proc->gone) {
+		list_del(&proc->node);
 		hp_gpu_nr_procs--;
 	}
 	spin_unlock_irqrestore(&hp_gpu_lock, flags);
 
-	if (!tg)
+	if (!gpu)
 		return false;
-	if (!todo) {
-		hp_gpu_view_gpu(tg);
-		return true;
-	}
-	if (add) {
-		snprintf(todo->name, sizeof(todo->name), "%u", todo->pid);
-		sysfs_attr_init(&todo->attr.attr);
-		todo->attr.attr.name = todo->name;
-		todo->attr.attr.mode = 0400;
-		todo->attr.show = hp_gpu_pid_show;
+	if (!proc) {
+		hp_gpu_view_gpu(gpu);
+	} else if (!proc->gone) {
+		snprintf(proc->name, sizeof(proc->name), "%u", proc->pid);
+		sysfs_attr_init(&proc->attr.attr);
+		proc->attr.attr.name = proc->name;
+		proc->attr.attr.mode = 0400;
+		proc->attr.show = hp_gpu_pid_show;
 		/* A failure leaves the value without a file: not retried. */
-		todo->has_file = !sysfs_create_file(tg->pids, &todo->attr.attr);
-		todo->tried = true;
-		return true;
+		proc->has_file = !sysfs_create_file(gpu->pids,
+						    &proc->attr.attr);
+		proc->tried = true;
+	} else {
+		if (proc->has_file)
+			sysfs_remove_file(gpu->pids, &proc->attr.attr);
+		kfree(proc);
 	}
-	if (todo->has_file)
-		sysfs_remove_file(tg->pids, &todo->attr.attr);
-	kfree(todo);
 	return true;
 }
 
