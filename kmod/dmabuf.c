@@ -15,7 +15,8 @@
  *
  * If a probe cannot be registered (the kernel lacks kprobes or the symbol)
  * the module works without DMA-BUF accounting; dmabuf/source says "none".
- * Only buffers exported while the module is loaded are known.
+ * Buffers alive before the probes were registered are found once by a
+ * walk of file tables and mappings (dmabuf_scan.c).
  *
  * Both handlers run in atomic context: they take hp_dmabuf_lock with
  * interrupts off, allocate with GFP_ATOMIC and copy nothing from user
@@ -430,23 +431,62 @@ static void hp_dmabuf_event(u8 cmd, const struct hp_dmabuf *b)
 	hp_nl_res_event(&ev);
 }
 
-static void hp_dmabuf_exported(struct dma_buf *db)
+/* A table entry for @db, not in the table yet; NULL without memory. */
+static struct hp_dmabuf *hp_dmabuf_new(struct dma_buf *db, gfp_t gfp)
 {
-	struct hp_dmabuf_tw *tw = NULL;
 	struct hp_dmabuf *b;
-	unsigned long flags;
-	bool user;
 
-	if (!db || !db->file)
-		return;
-	b = kzalloc(sizeof(*b), GFP_ATOMIC | __GFP_NOWARN);
+	b = kzalloc(sizeof(*b), gfp | __GFP_NOWARN);
 	if (!b)
-		return;
+		return NULL;
 	INIT_LIST_HEAD(&b->vnode);
 	b->key = db;
 	b->ino = file_inode(db->file)->i_ino;
 	b->size = db->size;
 	hp_exporter_name(b->exporter, db->exp_name);
+	return b;
+}
+
+/*
+ * Put @b in the table and count it, unless its buffer is there already
+ * (the load-time scan meets a buffer in several file tables): false then.
+ */
+static bool hp_dmabuf_insert(struct hp_dmabuf *b)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&hp_dmabuf_lock, flags);
+	if (hp_dmabuf_find_key(b->key)) {
+		spin_unlock_irqrestore(&hp_dmabuf_lock, flags);
+		return false;
+	}
+	b->exp = hp_dmabuf_exp_get(b->exporter);
+	if (b->exp) {
+		b->exp->count++;
+		b->exp->bytes += b->size;
+	}
+	hash_add(hp_dmabuf_by_key, &b->hnode, (unsigned long)b->key);
+	hash_add(hp_dmabuf_by_ino, &b->inode_node, b->ino);
+	list_add_tail(&b->lnode, &hp_dmabuf_live);
+	if (hp_dmabuf_views_on)
+		list_add_tail(&b->vnode, &hp_dmabuf_unviewed);
+	hp_dmabuf_total_bytes += b->size;
+	hp_dmabuf_count++;
+	spin_unlock_irqrestore(&hp_dmabuf_lock, flags);
+	return true;
+}
+
+static void hp_dmabuf_exported(struct dma_buf *db)
+{
+	struct hp_dmabuf_tw *tw = NULL;
+	struct hp_dmabuf *b;
+	bool user;
+
+	if (!db || !db->file)
+		return;
+	b = hp_dmabuf_new(db, GFP_ATOMIC);
+	if (!b)
+		return;
 	user = current->mm && !(current->flags & (PF_KTHREAD | PF_EXITING));
 	if (user)
 		b->exporter_pid = task_tgid_nr(current);
@@ -470,23 +510,37 @@ static void hp_dmabuf_exported(struct dma_buf *db)
 			module_put(THIS_MODULE);
 	}
 
-	spin_lock_irqsave(&hp_dmabuf_lock, flags);
-	b->exp = hp_dmabuf_exp_get(b->exporter);
-	if (b->exp) {
-		b->exp->count++;
-		b->exp->bytes += b->size;
+	if (!hp_dmabuf_insert(b)) {
+		kfree(b);
+		return;
 	}
-	hash_add(hp_dmabuf_by_key, &b->hnode, (unsigned long)db);
-	hash_add(hp_dmabuf_by_ino, &b->inode_node, b->ino);
-	list_add_tail(&b->lnode, &hp_dmabuf_live);
-	if (hp_dmabuf_views_on)
-		list_add_tail(&b->vnode, &hp_dmabuf_unviewed);
-	hp_dmabuf_total_bytes += b->size;
-	hp_dmabuf_count++;
-	spin_unlock_irqrestore(&hp_dmabuf_lock, flags);
-
 	hp_dmabuf_event(HEAPPROFD_CMD_DMABUF_EXPORT, b);
 	hp_dmabuf_sysfs_changed();
+}
+
+/**
+ * hp_dmabuf_adopt() - add a buffer that was alive before the probes were
+ * (dmabuf_scan.c); its exporter is unknown and it has no sample
+ * @db: the buffer, kept alive by the caller
+ * @gfp: how the caller may allocate
+ *
+ * Return: true if it was added, false if known already or out of memory.
+ */
+bool hp_dmabuf_adopt(struct dma_buf *db, gfp_t gfp)
+{
+	struct hp_dmabuf *b;
+
+	if (!db || !db->file)
+		return false;
+	b = hp_dmabuf_new(db, gfp);
+	if (!b)
+		return false;
+	if (!hp_dmabuf_insert(b)) {
+		kfree(b);
+		return false;
+	}
+	hp_dmabuf_sysfs_changed();
+	return true;
 }
 
 static void hp_dmabuf_released(const void *key)
@@ -635,6 +689,7 @@ int hp_dmabuf_init(void)
 	if (hp_dmabuf_attach_tp()) {
 		hp_export_by_tp = true;
 		hp_dmabuf_source = "tracepoint";
+		hp_dmabuf_scan();
 		return 0;
 	}
 	ret = register_kretprobe(&hp_export_krp);
@@ -647,6 +702,7 @@ int hp_dmabuf_init(void)
 	}
 	hp_export_by_krp = true;
 	hp_dmabuf_source = "kprobe";
+	hp_dmabuf_scan();
 	return 0;
 }
 

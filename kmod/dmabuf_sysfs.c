@@ -347,16 +347,25 @@ static ssize_t missed_exports_show(struct kobject *kobj,
 	return sysfs_emit(buf, "%lu\n", hp_dmabuf_missed());
 }
 
+static ssize_t found_at_load_show(struct kobject *kobj,
+				  struct kobj_attribute *attr, char *buf)
+{
+	hp_views_want();
+	return sysfs_emit(buf, "%lu\n", READ_ONCE(hp_dmabuf_found_at_load));
+}
+
 static struct kobj_attribute hp_attr_source = __ATTR_RO(source);
 static struct kobj_attribute hp_attr_total = __ATTR_RO(total_exported_bytes);
 static struct kobj_attribute hp_attr_count = __ATTR_RO(buffer_count);
 static struct kobj_attribute hp_attr_missed = __ATTR_RO(missed_exports);
+static struct kobj_attribute hp_attr_found = __ATTR_RO(found_at_load);
 
 static struct attribute *hp_dmabuf_attrs[] = {
 	&hp_attr_source.attr,
 	&hp_attr_total.attr,
 	&hp_attr_count.attr,
 	&hp_attr_missed.attr,
+	&hp_attr_found.attr,
 	NULL,
 };
 

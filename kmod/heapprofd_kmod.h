@@ -34,6 +34,7 @@
 
 #include "../uapi/linux/heapprofd.h"
 
+struct dma_buf;
 struct file;
 struct kobject;
 struct user_struct;
@@ -343,6 +344,11 @@ int hp_dmabuf_init(void);
 void hp_dmabuf_exit(void);
 void hp_dmabuf_forget_all(void);
 unsigned long hp_dmabuf_missed(void);
+bool hp_dmabuf_adopt(struct dma_buf *db, gfp_t gfp);
+
+/* dmabuf_scan.c: the buffers alive when the module loads */
+extern unsigned long hp_dmabuf_found_at_load;
+void hp_dmabuf_scan(void);
 struct hp_dmabuf *hp_dmabuf_find_ino(u64 ino);
 
 int hp_dmabuf_sysfs_init(struct kobject *parent);

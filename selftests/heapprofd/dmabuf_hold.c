@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * dmabuf_hold N SIZE: export N DMA-BUFs of SIZE bytes, print their inode
- * numbers on one line, then hold them until standard input reaches EOF
- * (or the process is killed). For tests that need buffers alive across
- * something else: unloading the module, a process dying with them.
+ * dmabuf_hold N SIZE [mapped]: export N DMA-BUFs of SIZE bytes, print
+ * their inode numbers on one line, then hold them until standard input
+ * reaches EOF (or the process is killed). For tests that need buffers
+ * alive across something else: unloading the module, a process dying with
+ * them. With "mapped", each buffer is held by a shared mapping only: its
+ * fd is closed once it is mapped (exit 4 if the exporter cannot mmap).
  */
 #define _GNU_SOURCE
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 #include "hp_dmabuf.h"
@@ -15,11 +18,13 @@ int main(int argc, char **argv)
 {
 	unsigned long n, size, i;
 	struct stat st;
+	int fd, mapped;
+	void *p;
 	char c;
-	int fd;
 
-	if (argc != 3) {
-		fprintf(stderr, "usage: %s N SIZE\n", argv[0]);
+	mapped = argc == 4 && !strcmp(argv[3], "mapped");
+	if (argc != 3 && !mapped) {
+		fprintf(stderr, "usage: %s N SIZE [mapped]\n", argv[0]);
 		return 2;
 	}
 	n = strtoul(argv[1], NULL, 10);
@@ -34,6 +39,15 @@ int main(int argc, char **argv)
 			fprintf(stderr, "dmabuf_hold: export: %s\n",
 				strerror(fd < 0 ? -fd : errno));
 			return 1;
+		}
+		if (mapped) {
+			p = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+			if (p == MAP_FAILED) {
+				fprintf(stderr, "dmabuf_hold: mmap: %s\n",
+					strerror(errno));
+				return 4;
+			}
+			close(fd);
 		}
 		printf("%s%llu", i ? " " : "", (unsigned long long)st.st_ino);
 	}
