@@ -67,8 +67,9 @@ build/bench/export_bench: bench/dmabuf/export_bench.c proto/ring.h \
 
 # The export loop in the guest: without the module, loaded, and recording.
 bench-dmabuf: build/bench/export_bench
-	scripts/vmtest --kernel stock-6.12 --add bench/dmabuf/run-vm -- bench/dmabuf/run-vm
-	scripts/vmtest --kernel debug --add bench/dmabuf/run-vm -- sh -c 'N=2000 bench/dmabuf/run-vm'
+	scripts/vmtest --icount --kernel stock-6.12 --add bench/dmabuf/run-vm -- bench/dmabuf/run-vm
+	scripts/vmtest --icount --kernel stock --kmod vgem --add bench/dmabuf/run-vm -- sh -c 'modprobe vgem && bench/dmabuf/run-vm'
+	scripts/vmtest --icount --kernel debug --add bench/dmabuf/run-vm -- sh -c 'N=1000 ROUNDS=1 bench/dmabuf/run-vm'
 
 bench: userspace
 	$(MAKE) -C libclient bench

@@ -416,18 +416,20 @@ static void hp_dmabuf_twork(struct callback_head *cb)
 /* Handlers (atomic context)                                           */
 /* ------------------------------------------------------------------ */
 
-static void hp_dmabuf_event(u8 cmd, const struct hp_dmabuf *b)
+/* The export event; built only when someone listens (get_task_comm costs). */
+static void hp_dmabuf_export_event(const struct hp_dmabuf *b)
 {
 	struct hp_nl_res_ev ev = {
-		.cmd = cmd,
+		.cmd = HEAPPROFD_CMD_DMABUF_EXPORT,
 		.pid = b->exporter_pid,
 		.inode = b->ino,
 		.size = b->size,
 	};
 
+	if (!hp_nl_res_wanted())
+		return;
 	memcpy(ev.exporter, b->exporter, sizeof(ev.exporter));
-	if (cmd == HEAPPROFD_CMD_DMABUF_EXPORT)
-		get_task_comm(ev.comm, current);
+	get_task_comm(ev.comm, current);
 	hp_nl_res_event(&ev);
 }
 
@@ -514,7 +516,7 @@ static void hp_dmabuf_exported(struct dma_buf *db)
 		kfree(b);
 		return;
 	}
-	hp_dmabuf_event(HEAPPROFD_CMD_DMABUF_EXPORT, b);
+	hp_dmabuf_export_event(b);
 	hp_dmabuf_sysfs_changed();
 }
 

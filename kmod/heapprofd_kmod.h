@@ -290,6 +290,7 @@ struct hp_nl_res_ev {
 	char comm[TASK_COMM_LEN];
 };
 
+bool hp_nl_res_wanted(void);
 void hp_nl_res_event(const struct hp_nl_res_ev *ev);
 
 /* ------------------------------------------------------------------ */

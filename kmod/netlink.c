@@ -271,6 +271,16 @@ static bool hp_nl_res_take_token(u64 now)
 }
 
 /**
+ * hp_nl_res_wanted() - does anyone listen to resource events? (any context)
+ *
+ * Lets a hot path skip building an event nobody would get.
+ */
+bool hp_nl_res_wanted(void)
+{
+	return genl_has_listeners(&hp_nl_family, &init_net, 0);
+}
+
+/**
  * hp_nl_res_event() - queue a DMA-BUF or GPU event (any context)
  * @ev: what the message says, copied
  */
@@ -279,8 +289,8 @@ void hp_nl_res_event(const struct hp_nl_res_ev *ev)
 	unsigned long flags;
 	bool queued = false;
 
-	/* Nobody listening: nothing to build, and no token spent. */
-	if (!genl_has_listeners(&hp_nl_family, &init_net, 0))
+	/* Nobody listening: nothing to queue, and no token spent. */
+	if (!hp_nl_res_wanted())
 		return;
 	spin_lock_irqsave(&hp_nl_res.lock, flags);
 	if (!hp_nl_res.stopping) {
