@@ -670,6 +670,18 @@ static void hp_dmabuf_detach_tp(void)
 
 static bool hp_export_by_tp, hp_export_by_krp, hp_release_by_kp;
 
+/*
+ * How exports are followed, chosen at load: "auto" (the kernel's
+ * tracepoint where it has one, else the probes), "kprobe" (the probes
+ * even where the tracepoint exists: for comparing the two, or to step
+ * around a broken tracepoint), "off" (no DMA-BUF accounting at all:
+ * nothing is hooked, so exports cost nothing extra).
+ */
+static char *hp_dmabuf_source_param = "auto";
+module_param_named(dmabuf_source, hp_dmabuf_source_param, charp, 0444);
+MODULE_PARM_DESC(dmabuf_source,
+		 "how to follow DMA-BUF exports: auto, kprobe or off (default auto)");
+
 /** hp_dmabuf_missed() - exports the return probe could not follow */
 unsigned long hp_dmabuf_missed(void)
 {
@@ -678,8 +690,19 @@ unsigned long hp_dmabuf_missed(void)
 
 int hp_dmabuf_init(void)
 {
+	const char *want = hp_dmabuf_source_param;
 	int ret;
 
+	if (strcmp(want, "auto") && strcmp(want, "kprobe") &&
+	    strcmp(want, "off")) {
+		pr_err("heapprofd: dmabuf_source=%s: not auto, kprobe or off\n",
+		       want);
+		return -EINVAL;
+	}
+	if (!strcmp(want, "off")) {
+		pr_info("heapprofd: DMA-BUF accounting off (dmabuf_source=off)\n");
+		return 0;
+	}
 	/* Without the release side the totals would only grow: both or none. */
 	ret = register_kprobe(&hp_release_kp);
 	if (ret) {
@@ -688,7 +711,7 @@ int hp_dmabuf_init(void)
 		return 0;
 	}
 	hp_release_by_kp = true;
-	if (hp_dmabuf_attach_tp()) {
+	if (strcmp(want, "kprobe") && hp_dmabuf_attach_tp()) {
 		hp_export_by_tp = true;
 		hp_dmabuf_source = "tracepoint";
 		hp_dmabuf_scan();

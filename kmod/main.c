@@ -77,8 +77,13 @@ static int __init hp_init(void)
 	ret = hp_gpu_init(hp_sysfs_root);
 	if (ret)
 		goto err_dmabuf_sysfs;
-	/* Never fails: without its probes the module works unaccounted. */
-	hp_dmabuf_init();
+	/*
+	 * Fails only on a bad dmabuf_source=: without its probes the module
+	 * works unaccounted.
+	 */
+	ret = hp_dmabuf_init();
+	if (ret)
+		goto err_gpu;
 	/* Last: from here on user space can create sessions. */
 	ret = misc_register(&hp_miscdev);
 	if (ret)
@@ -87,6 +92,7 @@ static int __init hp_init(void)
 
 err_dmabuf:
 	hp_dmabuf_exit();
+err_gpu:
 	hp_gpu_exit();
 err_dmabuf_sysfs:
 	hp_dmabuf_sysfs_exit();

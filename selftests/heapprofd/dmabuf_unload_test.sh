@@ -13,31 +13,12 @@ set -u
 KO=${KO:-/hp/kmod}
 HOLD=${HOLD:-build/selftests/dmabuf_hold}
 D=/sys/kernel/heapprofd/dmabuf
-n=0
-failed=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() { n=$((n + 1)); echo "not ok $n - $1"; failed=1; }
-expect() { # got want what
-	if [ "$1" = "$2" ]; then ok "$3"; else not_ok "$3 (got '$1', want '$2')"; fi
-}
+. "$(dirname "$0")/hp_dmabuf_lib.sh"
 
 [ "$(cat $D/source 2>/dev/null)" != none ] && [ -e $D/source ] ||
 	{ echo "1..0 # SKIP no DMA-BUF source"; exit 4; }
 base=$(cat $D/buffer_count)
-fifo=/tmp/dmabuf_unload.$$
-rm -f $fifo.in && mkfifo $fifo.in
-# hold N SIZE: dmabuf_hold in the background until fd 9 is closed, back
-# once it has printed its buffers (or has exited). Its stdin must be the
-# fifo: a shell without job control gives a command started with & stdin
-# /dev/null, which would end the holder at once.
-hold() {
-	rm -f $fifo.out
-	"$HOLD" "$@" <$fifo.in >$fifo.out &
-	holder=$!
-	exec 9>$fifo.in		# keeps the holder's stdin open
-	i=0
-	while [ ! -s $fifo.out ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-}
+hold_init /tmp/dmabuf_unload.$$
 hold 4 65536
 if [ ! -s $fifo.out ]; then
 	wait $holder
@@ -60,15 +41,13 @@ else not_ok "the reloaded module found the four (found_at_load $found)"; fi
 expect "$(cat $D/buffers/$ino/size 2>&1)" 65536 "a found buffer has its size"
 expect "$(cat $D/buffers/$ino/exporter_name 2>&1)" "$exporter" "a found buffer has its exporter's name"
 expect "$(cat $D/buffers/$ino/exporter_pid 2>&1)" 0 "a found buffer has no exporting pid"
-exec 9>&-		# the holder exits: its buffers are released
-wait $holder
+release			# the holder exits: its buffers are released
 expect "$(cat $D/buffer_count)" $((count - 4)) "their release is counted"
 # New buffers are counted again: two held while we look, then gone.
 count=$(cat $D/buffer_count)
 hold 2 8192
 expect "$(cat $D/buffer_count)" $((count + 2)) "new buffers are counted again"
-exec 9>&-
-wait $holder
+release
 expect "$(cat $D/buffer_count)" $count "and forgotten when released"
 # Buffers held by a mapping only, their fds closed, are found too.
 hold 3 16384 mapped
@@ -80,15 +59,13 @@ if [ -s $fifo.out ]; then
 	expect "$(cat $D/buffer_count)" $count "buffers only mapped are found at load"
 	# (buffer_count, read just above, brought buffers/ up to date)
 	expect "$(cat $D/buffers/$ino/size 2>&1)" 16384 "a mapped buffer has its size"
-	exec 9>&-
-	wait $holder
+	release
 	expect "$(cat $D/buffer_count)" $((count - 3)) "and their release is counted"
 else
-	exec 9>&-
-	wait $holder
+	release
 	for t in "mapped buffers found" "mapped size" "mapped release"; do
 		ok "$t # SKIP the exporter cannot mmap"
 	done
 fi
-rm -f $fifo.in $fifo.out
+hold_done
 exit $failed
