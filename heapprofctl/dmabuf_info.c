@@ -649,7 +649,8 @@ static int read_sysfs_buffers(struct hp_dmabuf_info *info, const char *dir, unsi
 		if (!read_line(path, exp, sizeof(exp)) && exp[0] && !b->exporter[0])
 			clean_copy(b->exporter, sizeof(b->exporter), exp, strlen(exp));
 		snprintf(path, sizeof(path), "%s/%s/exporter_pid", dir, de->d_name);
-		if (!read_u64_file(path, &pid) && pid <= INT_MAX)
+		/* 0: a kernel thread, or a buffer the module found at load */
+		if (!read_u64_file(path, &pid) && pid && pid <= INT_MAX)
 			b->exporter_pid = (int)pid;
 		b->seen |= seen;
 	}

@@ -383,7 +383,7 @@ static void make_tree(void)
 	put("sys/kernel/heapprofd/dmabuf/buffers/1003/exporter_pid", "200\n");
 	put("sys/kernel/heapprofd/dmabuf/buffers/1004/exporter_name", "system\n");
 	put("sys/kernel/heapprofd/dmabuf/buffers/1004/size", "65536\n");
-	put("sys/kernel/heapprofd/dmabuf/buffers/1004/exporter_pid", "100\n");
+	put("sys/kernel/heapprofd/dmabuf/buffers/1004/exporter_pid", "0\n");	/* found at load */
 	put("sys/kernel/heapprofd/dmabuf/buffers/1006/size", "12abc\n");	/* malformed */
 	/* Android's sysfs knows one more (exported before the module loaded) */
 	put("sys/kernel/dmabuf/buffers/1001/exporter_name", "system\n");
@@ -459,6 +459,8 @@ static void test_tree(void)
 	ok(info.bufs[2].size == 16384 && !info.bufs[2].size_from_map &&
 	   !strcmp(info.bufs[2].exporter, "drm") && info.bufs[2].exporter_pid == 200,
 	   "tree: 1003 (mapped only): size, exporter and pid from the module");
+	ok(info.bufs[3].exporter_pid == -1 && !strcmp(info.bufs[3].exporter, "system"),
+	   "tree: 1004, exporting pid 0 (found at load): the pid is unknown");
 	ok(info.bufs[4].size == 32768 && !strcmp(info.bufs[4].exporter, "cma") &&
 	   info.bufs[4].exporter_pid == -1 && info.bufs[4].nrefs == 0,
 	   "tree: 1005 from /sys/kernel/dmabuf/buffers alone");
