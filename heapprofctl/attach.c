@@ -7,12 +7,6 @@
 #include "inject.h"
 
 /*
- * A process started without the client: load it into the process (inject.c)
- * with a dormant session on the transport this daemon serves, which the
- * attach request then enables. 1 when it was loaded so, 0 when the client
- * was preloaded already (the usual attach); dies with the reason otherwise.
- */
-/*
  * Hold the signals that end heapprofctl while it works inside a process:
  * stopped halfway, the process would run into the remote call's return
  * trap. @old gets the mask to put back.
@@ -29,6 +23,12 @@ static void hold_termination(sigset_t *old)
 	sigprocmask(SIG_BLOCK, &hold, old);
 }
 
+/*
+ * A process started without the client: load it into the process (inject.c)
+ * with a dormant session on the transport this daemon serves, which the
+ * attach request then enables. 1 when it was loaded so, 0 when the client
+ * was preloaded already (the usual attach); dies with the reason otherwise.
+ */
 static int load_client(struct daemon *d, int pid, unsigned long long interval, int want)
 {
 	char lib[PATH_MAX], real[PATH_MAX], cfg[PATH_MAX + 128], err[1024];
