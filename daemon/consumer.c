@@ -478,6 +478,7 @@ static void drain_ring(struct hpd_session *s, int producer_gone)
 	char why[160];
 	uint32_t len;
 	volatile int n = 0;
+	volatile uint64_t taken = 0;
 
 	if (!s->enabled || s->ending)
 		return;
@@ -488,6 +489,8 @@ static void drain_ring(struct hpd_session *s, int producer_gone)
 	}
 	for (;;) {
 		enum hp_ring_status st = hp_ring_peek(&s->ring, &rec, &len);
+
+		s->detach_empty = st == HP_RING_EMPTY;	/* as of the last look */
 
 		if (st == HP_RING_READY) {
 			if (len > s->buflen) {
@@ -522,6 +525,10 @@ static void drain_ring(struct hpd_session *s, int producer_gone)
 				hpd_backlog = 1;
 				break;
 			}
+			/* A gone producer left a ring's worth at most; a live
+			 * one that writes on past its detach gets no more. */
+			if (producer_gone && (taken += len) > s->ring.size)
+				break;
 			continue;
 		}
 		if (st == HP_RING_CORRUPT) {
@@ -791,6 +798,7 @@ void hpd_session_end(struct hpd_session *s, const char *why)
 	}
 	if (s->rule && s->enabled)
 		s->rule->live--;
+	hpd_ctl_session_ended(s, rc == 0 ? path : NULL);
 	release_fds(s);
 	if (s->map) {
 		munmap(s->map, s->map_len);
@@ -802,22 +810,82 @@ void hpd_session_end(struct hpd_session *s, const char *why)
  * Stop profiling but leave the process alone: sampling off, the rest of
  * the ring read, a final dump, and the connection closed so the client
  * goes quiet (module: the session fd reports EPOLLHUP; socket: EOF).
+ *
+ * The process still runs, so closing the gate does not stop a thread that
+ * already passed it: its record may be reserved and not yet committed (a
+ * stack copy takes a while, and far longer when the thread is preempted),
+ * or not reserved yet. Treating such a record as its dead writer's would
+ * skip it, or, caught before its commit word was written, end the session
+ * with every record behind it unread. So the session stays open, drained
+ * on the tick, until its ring was found empty at least DETACH_QUIET_MS
+ * after the gate closed, or until STALL_BOUND_MS passed (a writer that
+ * never commits, a process that ignores the gate); then the final drain
+ * and dump. The event loop never waits for it: the ctl request's answer
+ * waits instead (hpd_ctl_session_ended).
  */
+#define DETACH_QUIET_MS		HPD_TICK_MS
+
+/* The last drain takes what is left, the kernel's queue to its end too;
+ * a record still not committed is given up. */
+static void detach_finish(struct hpd_session *s)
+{
+	hpd_session_drain(s, 1);
+	hpd_session_end(s, NULL);
+}
+
 void hpd_session_detach(struct hpd_session *s)
 {
-	if (s->enabled && !s->ending && s->map) {
-		guard_on = 1;
-		if (!sigsetjmp(guard_env, 0)) {
-			write_config(s, s->rule, 0);
-			if (s->transport == HPD_T_SCAN) {
-				s->ring.kstate->state = HEAPPROFD_STATE_OPEN;
-				s->ring.kstate->consumer_pid = 0;
-			}
-		}
-		guard_on = 0;
-		hpd_session_drain(s, 1);
+	if (s->ending)
+		return;
+	if (!s->enabled || !s->map) {
+		hpd_session_end(s, NULL);
+		return;
 	}
-	hpd_session_end(s, NULL);
+	if (s->detach_since_ms)
+		return;		/* under way */
+	guard_on = 1;
+	if (!sigsetjmp(guard_env, 0)) {
+		write_config(s, s->rule, 0);
+		if (s->transport == HPD_T_SCAN) {
+			s->ring.kstate->state = HEAPPROFD_STATE_OPEN;
+			s->ring.kstate->consumer_pid = 0;
+		}
+	}
+	guard_on = 0;
+	s->detach_since_ms = hpd_now_ms();
+	s->detach_empty = 0;
+	hpd_session_drain(s, 0);
+}
+
+/* Where a detach stands, on the tick: finished once quiet or out of time. */
+static void detach_step(struct hpd_session *s, uint64_t now)
+{
+	uint64_t waited = now - s->detach_since_ms;
+
+	if (waited >= STALL_BOUND_MS || (s->detach_empty && waited >= DETACH_QUIET_MS))
+		detach_finish(s);
+}
+
+/* Every session ends now, a detach under way included (the daemon stops):
+ * the same wait for writers, shared by all, on a clock of its own. */
+void hpd_sessions_finish(void)
+{
+	struct hpd_session *s;
+	int left;
+
+	for (s = hpd_sessions; s; s = s->next)
+		hpd_session_detach(s);
+	for (;;) {
+		struct timespec ts = { 0, HPD_TICK_MS * 1000000L };
+
+		left = 0;
+		for (s = hpd_sessions; s; s = s->next)
+			left += !s->ending;
+		if (!left)
+			break;
+		nanosleep(&ts, NULL);
+		hpd_session_tick(hpd_now_ms());
+	}
 }
 
 /* Continuous dumps, stalled records, rings without a wake channel. */
@@ -834,6 +902,10 @@ void hpd_session_tick(uint64_t now)
 		hpd_session_drain(s, 0);
 		if (s->ending)
 			continue;
+		if (s->detach_since_ms) {
+			detach_step(s, now);
+			continue;
+		}
 		if (s->continuous_ms && now >= s->next_dump_ms) {
 			hpd_session_dump(s, HP_DUMP_NOW, NULL, 0);
 			s->next_dump_ms = now + s->continuous_ms;

@@ -47,6 +47,9 @@ struct ctlconn {
 	struct hpd_watch w;
 	struct ctlconn *next;
 	int dead;
+	/* A detach asked on this connection, answered when the session has
+	 * ended (hpd_ctl_session_ended): the answer says the profile is out. */
+	const struct hpd_session *wait_end;
 };
 static struct ctlconn *ctlconns;
 static struct hpd_watch ctl_listen_w;
@@ -141,7 +144,7 @@ static void ctl_sessions(int fd)
 		n += snprintf(out + n, sizeof(out) - n,
 			      "%d %s %llu %s %s %llu %llu %llu %s\n", (int)s->pid, s->comm,
 			      (unsigned long long)s->id, tname(s),
-			      s->enabled ? "profiling" : "dormant",
+			      s->detach_since_ms ? "detaching" : s->enabled ? "profiling" : "dormant",
 			      (unsigned long long)s->records, (unsigned long long)s->bytes,
 			      s->enabled && s->map ? (unsigned long long)
 				__atomic_load_n(&s->ring.cnt->records_dropped, __ATOMIC_RELAXED) : 0ULL,
@@ -258,9 +261,12 @@ static void ctl_request(struct ctlconn *c, char *m)
 				hpc_put(rep, sizeof(rep), "prefix", path);
 			}
 		} else {
-			snprintf(path, sizeof(path), "%s", s->prefix);
 			hpd_session_detach(s);
-			hpc_put(rep, sizeof(rep), "prefix", path);
+			if (!s->ending) {
+				c->wait_end = s;
+				return;
+			}
+			hpc_put(rep, sizeof(rep), "prefix", s->prefix);
 		}
 	} else if (hpc_verb_is(m, "sessions")) {
 		ctl_sessions(c->w.fd);
@@ -339,6 +345,29 @@ static void ctl_accept(struct hpd_watch *w, uint32_t ev)
 {
 	(void)ev;
 	hpd_loop_accept(w, 0, hpd_ctl_adopt);
+}
+
+void hpd_ctl_session_ended(const struct hpd_session *s, const char *prefix)
+{
+	struct ctlconn *c;
+
+	for (c = ctlconns; c; c = c->next) {
+		char rep[1200] = "ok";
+
+		if (c->wait_end != s)
+			continue;
+		c->wait_end = NULL;
+		if (c->dead)
+			continue;
+		if (prefix) {
+			hpc_put(rep, sizeof(rep), "prefix", prefix);
+		} else {
+			snprintf(rep, sizeof(rep), "err");
+			hpc_put(rep, sizeof(rep), "msg", s->dump_error[0] ? s->dump_error :
+				"writing the profile failed (see the daemon's log)");
+		}
+		ctl_send(c->w.fd, rep);
+	}
 }
 
 void hpd_ctl_reap(void)

@@ -292,14 +292,8 @@ int main(int argc, char **argv)
 		hpd_ctl_reap();
 	}
 	/* Finish every session: what was collected is written out. */
-	{
-		struct hpd_session *s;
-
-		for (s = hpd_sessions; s; s = s->next)
-			if (!s->ending)
-				hpd_session_detach(s);
-		hpd_sessions_reap();
-	}
+	hpd_sessions_finish();
+	hpd_sessions_reap();
 	hp_pipeline_free(hpd_pipe);
 	if (hpd_opts.transport != 1)
 		unlink(hpd_opts.socket_path);

@@ -123,6 +123,8 @@ struct hpd_session {
 
 	uint64_t stall_head;		/* head at which a record stalled */
 	uint64_t stall_since_ms;
+	uint64_t detach_since_ms;	/* a detach is under way (the gate closed) */
+	int detach_empty;		/* the last drain found the ring empty */
 	int poll_only;			/* no wake channel: poll on the tick */
 
 	struct hp_proc *proc;
@@ -160,7 +162,10 @@ void hpd_session_drain(struct hpd_session *s, int producer_gone);
 void hpd_session_read_kernel(struct hpd_session *s, int producer_gone);
 int hpd_session_dump(struct hpd_session *s, unsigned which, char *path, size_t pathlen);
 void hpd_session_end(struct hpd_session *s, const char *why);
+/* Stop profiling a live process: finished on the tick (consumer.c). */
 void hpd_session_detach(struct hpd_session *s);
+/* The daemon stops: every session detached and ended before it returns. */
+void hpd_sessions_finish(void);
 struct hpd_session *hpd_session_by_pid(pid_t pid);
 void hpd_session_tick(uint64_t now_ms);
 uint64_t hpd_now_ms(void);
@@ -191,6 +196,8 @@ int hpd_sooner(int a, int b);
 int hpd_ctl_listen(const char *path);
 int hpd_ctl_adopt(int fd);		/* a connected control socket */
 void hpd_ctl_reap(void);
+/* A session ended: answer the detach requests that waited for it. */
+void hpd_ctl_session_ended(const struct hpd_session *s, const char *prefix);
 void hpd_ctl_set_transport(const char *name);
 int hpd_ctl_quit_asked(void);
 void hpd_ctl_ask_quit(void);

@@ -75,6 +75,8 @@ static int unload_client(int pid)
 	rc = hp_inject_detach(pid, &it, err, sizeof(err));
 	sigprocmask(SIG_SETMASK, &old, NULL);
 
+	if (rc == -ESRCH)
+		return 0;	/* it exited meanwhile: nothing is left to take out */
 	if (rc < 0) {
 		fprintf(stderr, "%s: detach %d: %s\n", prog, pid, err);
 		return -1;

@@ -7,16 +7,23 @@
  *   fake_client SOCKET corrupt   tail far beyond head, then a bad stamp
  *   fake_client SOCKET shrink    truncates the ring memfd under the daemon
  *   fake_client SOCKET stall     reserves a record and never commits it
+ *   fake_client SOCKET inflight  not hostile: a writer caught between its
+ *                                reservation and its commit word when a
+ *                                detach comes, with 8 allocation records of
+ *                                1 MiB at inflight_site behind it; it
+ *                                commits once the gate has closed (prints
+ *                                "ready PID", exits 0 when let go)
  *   fake_client SOCKET badhello  a hello with a wrong magic and no fds
  *   fake_client SOCKET evilname  a hello whose comm is "../../hp_evil"
  *   fake_client kernel MODE      the same abuse of a ring from /dev/heapprofd
- *                                (garbage, corrupt, stall)
+ *                                (garbage, corrupt, stall), or inflight
  *
  * Exit status 0 means it did its damage; whether the daemon survived is
  * for the test to check.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +81,78 @@ static int kernel_open(struct hp_ring *r)
 	return 0;
 }
 
+#define INFLIGHT_RECORDS	8
+
+/* One exact allocation record of 1 MiB whose stack is this function. */
+static __attribute__((noinline)) void inflight_site(struct hp_ring *r, uint64_t seq)
+{
+	struct heapprofd_rec_alloc *a;
+
+	a = (void *)hp_ring_reserve(r, sizeof(*a), HEAPPROFD_REC_ALLOC);
+	if (!a)
+		return;
+	a->hdr.flags = HEAPPROFD_ALLOC_EXACT;
+	a->seq = seq;
+	a->addr = 0x100000 * seq;
+	a->req_size = a->usable_size = a->est_size = 1 << 20;
+	a->interval = 4096;
+	a->count = 1;
+	a->heap_id = HEAPPROFD_HEAP_MALLOC;
+	a->tid = (uint32_t)getpid();
+#if defined(__x86_64__)
+	a->arch = HEAPPROFD_ARCH_X86_64;
+	a->nregs = HEAPPROFD_X86_64_NREGS;
+#else
+	a->arch = HEAPPROFD_ARCH_AARCH64;
+	a->nregs = 4;
+#endif
+	/* pc and sp are the first two on both: the site itself, no stack */
+	a->regs[0] = (uintptr_t)inflight_site + 1;
+	a->regs[1] = (uintptr_t)__builtin_frame_address(0);
+	hp_ring_commit(r, &a->hdr);
+}
+
+/*
+ * A record reserved (tail moved) but whose commit word is not written yet,
+ * records committed behind it; once a detach closed the gate, the first is
+ * finished as a free. Every allocation must be in the detach's profile.
+ */
+static int inflight(struct hp_ring *r, int sock, int efd)
+{
+	uint64_t t = __atomic_fetch_add(&r->prod->tail, sizeof(struct heapprofd_rec_free),
+					__ATOMIC_ACQ_REL);
+	struct heapprofd_rec_free *f = (void *)(r->data + (t & r->mask));
+	struct pollfd pf = { kernel_fd, POLLIN, 0 };
+	char b;
+	int i;
+
+	for (i = 0; i < 10000 && !__atomic_load_n(&r->cfg->enabled, __ATOMIC_ACQUIRE); i++)
+		usleep(1000);	/* the daemon attaches and enables us */
+	for (i = 1; i <= INFLIGHT_RECORDS; i++)
+		inflight_site(r, i + 1);
+	wake(efd);
+	printf("ready %d\n", (int)getpid());
+	fflush(stdout);
+	for (i = 0; i < 30000 && __atomic_load_n(&r->cfg->enabled, __ATOMIC_ACQUIRE); i++)
+		usleep(1000);
+	if (i == 30000)
+		return 1;
+	usleep(10000);		/* a writer preempted a while longer */
+	f->hdr.type = HEAPPROFD_REC_FREE;
+	f->seq = 1;
+	f->addr = 0x42;
+	f->heap_id = HEAPPROFD_HEAP_MALLOC;
+	f->tid = (uint32_t)getpid();
+	__atomic_store_n((uint64_t *)f, hp_commit_word(sizeof(*f), HEAPPROFD_REC_STAMP(t)),
+			 __ATOMIC_RELEASE);
+	wake(efd);
+	/* The daemon closes the connection once the session is over (the
+	 * module: the session fd hangs up). */
+	if (kernel_fd >= 0)
+		return poll(&pf, 1, 10000) == 1 && (pf.revents & POLLHUP) ? 0 : 1;
+	return recv(sock, &b, 1, 0) == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
@@ -101,6 +180,8 @@ int main(int argc, char **argv)
 			return 4;
 		}
 		efd = -1;
+		if (!strcmp(mode, "inflight"))
+			return inflight(&r, -1, -1);
 		usleep(500000);	/* let the daemon attach */
 		goto abuse;
 	}
@@ -172,6 +253,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "daemon refused: %d\n", rep.status);
 		return 1;
 	}
+	if (!strcmp(mode, "inflight"))
+		return inflight(&r, sock, efd);
 	usleep(100000);
 abuse:
 	if (!strcmp(mode, "garbage")) {
