@@ -170,11 +170,19 @@ static int stack_words(pid_t pid, const struct sthread *t, const struct target_m
 	return res;
 }
 
-/* Where a thread is: 2 inside a global-risky function, 1 inside one the
- * caller must not be in, 0 neither. why says which and where. */
+/*
+ * Where a thread is: 2 inside a global-risky function, 1 inside one the
+ * caller must not be in, 0 neither. why says which and where. exact: the
+ * thread is wanted as the caller (none is picked yet, or it is the main
+ * thread), so a word on its stack that points into the allocator is
+ * unwound to tell a frame from a stale value left there by an earlier
+ * call; otherwise such a maybe is a no. (A single-threaded program that
+ * allocates all the time, an interpreter, has such words below nearly
+ * every stop.)
+ */
 static int where_is(unw_addr_space_t as, pid_t pid, const struct target_maps *tm,
 		    struct sthread *t, const struct ranges *global, const struct ranges *caller,
-		    char *why, size_t len)
+		    int exact, char *why, size_t len)
 {
 	const char *w;
 	unw_cursor_t c;
@@ -190,14 +198,13 @@ static int where_is(unw_addr_space_t as, pid_t pid, const struct target_maps *tm
 		snprintf(why, len, "thread %d is inside %s", (int)t->tid, w);
 		res = 1;
 	}
-	/* Only a word into a global-risky range needs the unwinding to tell
-	 * a frame from a stale value; for the caller's choice a maybe is a no. */
 	switch (stack_words(pid, t, tm, global, caller)) {
 	case 0:
 		return res;
 	case 1:
-		if (!res)
-			snprintf(why, len, "thread %d may be inside the allocator", (int)t->tid);
+		if (res || exact)
+			break;
+		snprintf(why, len, "thread %d may be inside the allocator", (int)t->tid);
 		return 1;
 	}
 	upt = _UPT_create(t->tid);
@@ -265,7 +272,8 @@ static int unsafe(unw_addr_space_t as, const struct target_maps *tm, struct stop
 	if (!as)
 		return 0;
 	for (int i = 0; i < s->n && res != 2; i++) {
-		res = where_is(as, s->pid, tm, &s->t[i], global, caller, why, len);
+		res = where_is(as, s->pid, tm, &s->t[i], global, caller,
+			       *pick < 0 || s->t[i].tid == s->pid, why, len);
 		if (res == 0 && (*pick < 0 || s->t[i].tid == s->pid) &&
 		    !segv_blocked(s->pid, s->t[i].tid))
 			*pick = i;

@@ -20,6 +20,11 @@
  *                 refuse (strict seccomp, a seccomp filter, one traced by its
  *                 parent); prints "ready PID" and waits to be killed
  *   storm idle    prints "ready PID" and waits to be killed
+ *   storm stale   the same, single-threaded, with a word on its live stack
+ *                 that points into malloc (as an interpreter's allocator
+ *                 table, or a return address an earlier call left in an
+ *                 uninitialised local, would): not a frame, so attach
+ *                 must find this a safe point
  *
  * The first line is "ready PID". With a STOP file no timing is involved.
  */
@@ -31,6 +36,7 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -233,6 +239,14 @@ static int refusing(const char *mode)
 		}
 		waitpid(c, NULL, 0);
 		return 0;
+	}
+	if (!strcmp(mode, "stale")) {
+		volatile uintptr_t word = (uintptr_t)&malloc + 8;
+
+		printf("ready %d\n", (int)getpid());
+		fflush(stdout);
+		wait_forever();
+		return word ? 0 : 2;
 	}
 	printf("ready %d\n", (int)getpid());
 	fflush(stdout);
