@@ -8,11 +8,12 @@
  *   fake_client SOCKET shrink    truncates the ring memfd under the daemon
  *   fake_client SOCKET stall     reserves a record and never commits it
  *   fake_client SOCKET inflight  not hostile: a writer caught between its
- *                                reservation and its commit word when a
- *                                detach comes, with 8 allocation records of
- *                                1 MiB at inflight_site behind it; it
- *                                commits once the gate has closed (prints
- *                                "ready PID", exits 0 when let go)
+ *                                reservation and its commit word by a
+ *                                detach (it asks for it itself), with 8
+ *                                allocation records of 1 MiB at
+ *                                inflight_site behind it; it commits once
+ *                                the gate has closed, prints the answer
+ *                                ("detach: ok prefix=P"), exits 0
  *   fake_client SOCKET badhello  a hello with a wrong magic and no fds
  *   fake_client SOCKET evilname  a hello whose comm is "../../hp_evil"
  *   fake_client kernel MODE      the same abuse of a ring from /dev/heapprofd
@@ -32,6 +33,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -112,31 +114,58 @@ static __attribute__((noinline)) void inflight_site(struct hp_ring *r, uint64_t 
 	hp_ring_commit(r, &a->hdr);
 }
 
+/* Wait (1 ms steps, bounded) until the gate is open (want 1) or closed. */
+static int gate_is(struct hp_ring *r, int want, int secs)
+{
+	for (int i = 0; i < secs * 1000; i++) {
+		if (!!__atomic_load_n(&r->cfg->enabled, __ATOMIC_ACQUIRE) == want)
+			return 1;
+		usleep(1000);
+	}
+	return 0;
+}
+
 /*
- * A record reserved (tail moved) but whose commit word is not written yet,
- * records committed behind it; once a detach closed the gate, the first is
- * finished as a free. Every allocation must be in the detach's profile.
+ * Once the daemon profiles us: a record reserved (tail moved) whose commit
+ * word is not written yet, records committed behind it, and at once a
+ * detach of ourselves on the control socket ($HEAPPROFD_CTL), so that the
+ * detach finds the writer mid-record however slow the machine. Once the
+ * gate has closed the first record is finished (a free). Prints the
+ * daemon's answer ("detach: ok prefix=..."), which comes once the profile
+ * is written; every allocation must be in it.
  */
 static int inflight(struct hp_ring *r, int sock, int efd)
 {
-	uint64_t t = __atomic_fetch_add(&r->prod->tail, sizeof(struct heapprofd_rec_free),
-					__ATOMIC_ACQ_REL);
-	struct heapprofd_rec_free *f = (void *)(r->data + (t & r->mask));
+	struct sockaddr_un ca = { .sun_family = AF_UNIX };
 	struct pollfd pf = { kernel_fd, POLLIN, 0 };
-	char b;
-	int i;
+	struct timeval tv = { 30, 0 };
+	struct heapprofd_rec_free *f;
+	char msg[1200];
+	uint64_t t;
+	ssize_t n;
+	int ctl, i;
 
-	for (i = 0; i < 10000 && !__atomic_load_n(&r->cfg->enabled, __ATOMIC_ACQUIRE); i++)
-		usleep(1000);	/* the daemon attaches and enables us */
+	if (!getenv("HEAPPROFD_CTL"))
+		return 2;
+	snprintf(ca.sun_path, sizeof(ca.sun_path), "%s", getenv("HEAPPROFD_CTL"));
+	ctl = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+	if (ctl < 0 || connect(ctl, (struct sockaddr *)&ca, sizeof(ca)) < 0 ||
+	    setsockopt(ctl, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)))
+		return 2;
+	if (!gate_is(r, 1, 60)) {
+		fprintf(stderr, "the daemon never enabled the session\n");
+		return 3;
+	}
+	t = __atomic_fetch_add(&r->prod->tail, sizeof(*f), __ATOMIC_ACQ_REL);
+	f = (void *)(r->data + (t & r->mask));
 	for (i = 1; i <= INFLIGHT_RECORDS; i++)
 		inflight_site(r, i + 1);
 	wake(efd);
-	printf("ready %d\n", (int)getpid());
-	fflush(stdout);
-	for (i = 0; i < 30000 && __atomic_load_n(&r->cfg->enabled, __ATOMIC_ACQUIRE); i++)
-		usleep(1000);
-	if (i == 30000)
-		return 1;
+	snprintf(msg, sizeof(msg), "detach pid=%d", (int)getpid());
+	if (send(ctl, msg, strlen(msg), 0) < 0)
+		return 2;
+	if (!gate_is(r, 0, 30))
+		return 4;
 	usleep(10000);		/* a writer preempted a while longer */
 	f->hdr.type = HEAPPROFD_REC_FREE;
 	f->seq = 1;
@@ -146,11 +175,16 @@ static int inflight(struct hp_ring *r, int sock, int efd)
 	__atomic_store_n((uint64_t *)f, hp_commit_word(sizeof(*f), HEAPPROFD_REC_STAMP(t)),
 			 __ATOMIC_RELEASE);
 	wake(efd);
-	/* The daemon closes the connection once the session is over (the
-	 * module: the session fd hangs up). */
+	n = recv(ctl, msg, sizeof(msg) - 1, 0);
+	if (n <= 0)
+		return 5;
+	msg[n] = 0;
+	printf("detach: %s\n", msg);
+	fflush(stdout);
+	/* The daemon has closed the session (the module: its fd hangs up). */
 	if (kernel_fd >= 0)
-		return poll(&pf, 1, 10000) == 1 && (pf.revents & POLLHUP) ? 0 : 1;
-	return recv(sock, &b, 1, 0) == 0 ? 0 : 1;
+		return poll(&pf, 1, 10000) == 1 && (pf.revents & POLLHUP) ? 0 : 6;
+	return recv(sock, msg, 1, 0) == 0 ? 0 : 6;
 }
 
 int main(int argc, char **argv)
