@@ -826,10 +826,19 @@ void hpd_session_end(struct hpd_session *s, const char *why)
 #define DETACH_QUIET_MS		HPD_TICK_MS
 
 /* The last drain takes what is left, the kernel's queue to its end too;
- * a record still not committed is given up. */
+ * a record still not committed is given up. A ring found by scan is then
+ * open to another consumer again. */
 static void detach_finish(struct hpd_session *s)
 {
 	hpd_session_drain(s, 1);
+	if (s->transport == HPD_T_SCAN && !s->ending && s->map) {
+		guard_on = 1;
+		if (!sigsetjmp(guard_env, 0)) {
+			s->ring.kstate->state = HEAPPROFD_STATE_OPEN;
+			s->ring.kstate->consumer_pid = 0;
+		}
+		guard_on = 0;
+	}
 	hpd_session_end(s, NULL);
 }
 
@@ -844,13 +853,8 @@ void hpd_session_detach(struct hpd_session *s)
 	if (s->detach_since_ms)
 		return;		/* under way */
 	guard_on = 1;
-	if (!sigsetjmp(guard_env, 0)) {
+	if (!sigsetjmp(guard_env, 0))
 		write_config(s, s->rule, 0);
-		if (s->transport == HPD_T_SCAN) {
-			s->ring.kstate->state = HEAPPROFD_STATE_OPEN;
-			s->ring.kstate->consumer_pid = 0;
-		}
-	}
 	guard_on = 0;
 	s->detach_since_ms = hpd_now_ms();
 	s->detach_empty = 0;
