@@ -202,7 +202,9 @@ static int where_is(unw_addr_space_t as, pid_t pid, const struct target_maps *tm
 	case 0:
 		return res;
 	case 1:
-		if (res || exact)
+		if (res)	/* inside already, and no word into a global range */
+			return res;
+		if (exact)
 			break;
 		snprintf(why, len, "thread %d may be inside the allocator", (int)t->tid);
 		return 1;
