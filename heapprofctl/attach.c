@@ -7,20 +7,40 @@
 #include "inject.h"
 
 /*
- * Hold the signals that end heapprofctl while it works inside a process:
- * stopped halfway, the process would run into the remote call's return
- * trap. @old gets the mask to put back.
+ * While heapprofctl works inside a process, the signals that end it are
+ * held and asked for at every step instead (inject_cancelled): Ctrl-C
+ * then ends the attach at once, the process let go as it was, or with
+ * the call made in it finishing on its own. @old gets the mask to put back.
  */
+static void termination_set(sigset_t *set)
+{
+	sigemptyset(set);
+	sigaddset(set, SIGINT);
+	sigaddset(set, SIGTERM);
+	sigaddset(set, SIGHUP);
+	sigaddset(set, SIGQUIT);
+}
+
+static int termination_pending(void)
+{
+	sigset_t pend, term;
+
+	termination_set(&term);
+	if (sigpending(&pend))
+		return 0;
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sigismember(&term, sig) == 1 && sigismember(&pend, sig) == 1)
+			return 1;
+	return 0;
+}
+
 static void hold_termination(sigset_t *old)
 {
 	sigset_t hold;
 
-	sigemptyset(&hold);
-	sigaddset(&hold, SIGINT);
-	sigaddset(&hold, SIGTERM);
-	sigaddset(&hold, SIGHUP);
-	sigaddset(&hold, SIGQUIT);
+	termination_set(&hold);
 	sigprocmask(SIG_BLOCK, &hold, old);
+	inject_cancelled = termination_pending;
 }
 
 /*

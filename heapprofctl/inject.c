@@ -22,6 +22,12 @@
  * one is inside, the process runs for a moment and is stopped again, a
  * bounded number of times, then attach gives up and says which thread and
  * where.
+ *
+ * Which libc and which loader: those of the loader's link map and of the
+ * auxiliary vector (linkmap.c), never a file name found in the maps; their
+ * files are read as the mappings themselves (target.c). The return
+ * trampoline of the calls (remote_call.c) is written past the end of the
+ * code of one of them, in the last page of its text, where nothing runs.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -94,45 +100,93 @@ static const char *in_ranges(const struct ranges *rs, uint64_t ip)
 	return NULL;
 }
 
-/* Every executable mapping of the object mp is. */
-static void add_object_text(struct ranges *rs, const struct target_maps *tm, const char *path,
-			    const char *what)
+/* Every executable mapping of the object o is. */
+static void add_object_text(struct ranges *rs, const struct tobj *o, const char *what)
 {
-	for (int i = 0; i < tm->n; i++)
-		if (!strcmp(tm->m[i].path, path) && tm->m[i].perms[2] == 'x')
-			add_range(rs, tm->m[i].start, tm->m[i].end, what);
+	for (int i = 0; o->first && i < o->nmaps; i++)
+		if (o->first[i].perms[2] == 'x')
+			add_range(rs, o->first[i].start, o->first[i].end, what);
 }
 
-static void add_fns(pid_t pid, const struct tmap *libc, uint64_t bias, struct ranges *rs,
+/* The objects attach uses in the process, from its loader's link map. */
+struct objs {
+	struct linkmap lm;
+	struct tobj libc, ld, client;
+	int have_client;
+};
+
+static int find_objs(pid_t pid, const struct target_maps *tm, struct objs *ob, char *err,
+		     size_t errlen)
+{
+	const struct lobj *libc, *cl;
+	int rc;
+
+	memset(ob, 0, sizeof(*ob));
+	rc = linkmap_read(pid, &ob->lm);
+	if (rc == -ENOEXEC) {
+		snprintf(err, errlen,
+			 "pid %d is statically linked (no dynamic loader or libc in it): there is "
+			 "no loader to load the client with, so it cannot be profiled", (int)pid);
+		return rc;
+	}
+	if (rc) {
+		snprintf(err, errlen, "cannot read pid %d's list of loaded objects (its loader's "
+			 "link map): %s", (int)pid, strerror(-rc));
+		return rc;
+	}
+	libc = linkmap_find(&ob->lm, "libc.so.6");
+	if (!libc || tobj_at(pid, tm, libc->bias, &ob->libc) ||
+	    tobj_at(pid, tm, ob->lm.ldbase, &ob->ld)) {
+		snprintf(err, errlen, "pid %d: its loader has no glibc (libc.so.6) loaded, or it is "
+			 "not where the loader says: not attaching", (int)pid);
+		return -ENOEXEC;
+	}
+	cl = linkmap_find(&ob->lm, CLIENT_NAME);
+	ob->have_client = cl && !tobj_at(pid, tm, cl->bias, &ob->client);
+	return 0;
+}
+
+static void free_objs(struct objs *ob)
+{
+	linkmap_free(&ob->lm);
+}
+
+static void add_fns(pid_t pid, const struct tobj *libc, struct ranges *rs,
 		    const char *const *fns, size_t n)
 {
 	uint64_t a[NCALLER + NGLOBAL], sz[NCALLER + NGLOBAL];
 
-	if (target_syms(pid, libc->path, bias, fns, n, a, sz))
+	if (tobj_syms(pid, libc, fns, n, a, sz))
 		return;
 	for (size_t i = 0; i < n; i++)
 		if (a[i] && sz[i])
 			add_range(rs, a[i], a[i] + sz[i], fns[i]);
 }
 
-static void risky_ranges(pid_t pid, const struct target_maps *tm, struct ranges *global,
+static void risky_ranges(pid_t pid, const struct objs *ob, struct ranges *global,
 			 struct ranges *caller)
 {
-	const struct tmap *libc = tmaps_find(tm, "/libc.so.6"), *ld, *cl;
-	uint64_t bias;
-
 	global->n = caller->n = 0;
-	if (libc && !tmaps_bias(pid, tm, libc, &bias)) {
-		add_fns(pid, libc, bias, global, global_fns, NGLOBAL);
-		add_fns(pid, libc, bias, caller, caller_fns, NCALLER);
-	}
-	ld = tmaps_find(tm, "/ld-linux-x86-64.so.2");
-	if (ld)
-		add_object_text(global, tm, ld->path, "the dynamic loader");
+	add_fns(pid, &ob->libc, global, global_fns, NGLOBAL);
+	add_fns(pid, &ob->libc, caller, caller_fns, NCALLER);
+	add_object_text(global, &ob->ld, "the dynamic loader");
 	/* Detach takes the client's hooks out and unmaps its ring. */
-	cl = tmaps_find(tm, "/" CLIENT_NAME);
-	if (cl)
-		add_object_text(global, tm, cl->path, "the client");
+	if (ob->have_client)
+		add_object_text(global, &ob->client, "the client");
+}
+
+/* The return trampoline past the end of libc's or the loader's code. */
+static int place_trampoline(struct stopset *s, const struct objs *ob, char *err, size_t errlen)
+{
+	const struct tobj *cand[] = { &ob->libc, &ob->ld };
+	uint64_t at;
+
+	for (size_t i = 0; i < sizeof(cand) / sizeof(cand[0]); i++)
+		if (!tobj_code_tail(s->pid, cand[i], rc_trampoline_size(), &at))
+			return rc_place_trampoline(s, at, err, errlen);
+	snprintf(err, errlen, "pid %d: no room after the code of libc or the loader for the "
+		 "call's return", (int)s->pid);
+	return -ENOSPC;
 }
 
 #define SCAN_MAX (64U << 10)
@@ -236,29 +290,6 @@ static int where_is(unw_addr_space_t as, pid_t pid, const struct target_maps *tm
 }
 
 /*
- * The call returns by a fault (SIGSEGV at address 0). The kernel unblocks
- * a blocked SIGSEGV (and resets an ignored one) when it raises the fault,
- * which would outlast the call: such a thread does not make the calls.
- */
-static int segv_blocked(pid_t pid, pid_t tid)
-{
-	char p[80], line[128];
-	unsigned long long blk = 0, ign = 0;
-	FILE *f;
-
-	snprintf(p, sizeof(p), "/proc/%d/task/%d/status", (int)pid, (int)tid);
-	f = fopen(p, "re");
-	if (!f)
-		return 1;
-	while (fgets(line, sizeof(line), f)) {
-		sscanf(line, "SigBlk: %llx", &blk);
-		sscanf(line, "SigIgn: %llx", &ign);
-	}
-	fclose(f);
-	return ((blk | ign) >> (SIGSEGV - 1)) & 1;
-}
-
-/*
  * Is it a safe point? 0 yes, and *caller is the thread to make the calls
  * in (the main thread when it can); 1 no (why says which thread and where).
  * Frames are unwound with the program's CFI; where that stops, the frames
@@ -276,8 +307,7 @@ static int unsafe(unw_addr_space_t as, const struct target_maps *tm, struct stop
 	for (int i = 0; i < s->n && res != 2; i++) {
 		res = where_is(as, s->pid, tm, &s->t[i], global, caller,
 			       *pick < 0 || s->t[i].tid == s->pid, why, len);
-		if (res == 0 && (*pick < 0 || s->t[i].tid == s->pid) &&
-		    !segv_blocked(s->pid, s->t[i].tid))
+		if (res == 0 && (*pick < 0 || s->t[i].tid == s->pid))
 			*pick = i;
 		if (res == 1)
 			res = 0;
@@ -285,8 +315,7 @@ static int unsafe(unw_addr_space_t as, const struct target_maps *tm, struct stop
 	if (res == 2)
 		return 1;
 	if (*pick < 0) {
-		snprintf(why + strlen(why), len - strlen(why),
-			 ", as is every other thread (or it blocks SIGSEGV)");
+		snprintf(why + strlen(why), len - strlen(why), ", as is every other thread");
 		return 1;
 	}
 	return 0;
@@ -314,6 +343,11 @@ static int stop_safely(pid_t pid, const struct target_maps *tm, struct stopset *
 	if (as)
 		unw_set_caching_policy(as, UNW_CACHE_GLOBAL);
 	for (*tries = 1; unsafe(as, tm, s, global, caller, pick, why, sizeof(why)); (*tries)++) {
+		if (inject_cancelled && inject_cancelled()) {
+			snprintf(err, errlen, "interrupted: pid %d was let go as it was", (int)pid);
+			rc = -ECANCELED;
+			break;
+		}
 		if (*tries >= SAFE_TRIES) {
 			snprintf(err, errlen,
 				 "pid %d: no safe moment to load the client in %d tries: %s "
@@ -324,6 +358,12 @@ static int stop_safely(pid_t pid, const struct target_maps *tm, struct stopset *
 		}
 		if ((rc = run_briefly(s, RUN_US, err, errlen)) != 0)
 			break;
+		if (s->changed) {
+			snprintf(err, errlen, "pid %d executed another program while held: let go",
+				 (int)pid);
+			rc = -ESRCH;
+			break;
+		}
 	}
 	if (as)
 		unw_destroy_addr_space(as);
@@ -397,15 +437,14 @@ static void seize_error(pid_t pid, char *err, size_t errlen)
 }
 
 /* Read an int of the client in the process, by symbol. */
-static int client_int(pid_t pid, const struct target_maps *tm, const char *name, int *v)
+static int client_int(pid_t pid, const struct objs *ob, const char *name, int *v)
 {
-	const struct tmap *cl = tmaps_find(tm, "/" CLIENT_NAME);
-	uint64_t bias, a;
+	uint64_t a;
 	int rc;
 
-	if (!cl)
+	if (!ob->have_client)
 		return -ENOENT;
-	if ((rc = tmaps_bias(pid, tm, cl, &bias)) || (rc = target_sym(pid, cl->path, bias, name, &a, NULL)))
+	if ((rc = tobj_sym(pid, &ob->client, name, &a)) != 0)
 		return rc;
 	return remote_read(pid, a, v, sizeof(*v));
 }
@@ -436,7 +475,8 @@ static int same_file_in_target(pid_t pid, const char *lib, char *err, size_t err
 	return -ENOENT;
 }
 
-static int preflight(pid_t pid, const char *lib, struct target_maps *tm, char *err, size_t errlen)
+static int preflight(pid_t pid, const char *lib, struct target_maps *tm, struct objs *ob,
+		     struct target_id *id, char *err, size_t errlen)
 {
 	char status[4096];
 	int rc, inj = 0;
@@ -452,21 +492,16 @@ static int preflight(pid_t pid, const char *lib, struct target_maps *tm, char *e
 			 (int)pid, sc == 1 ? "strict mode" : "a filter");
 		return -EPERM;
 	}
-	if ((rc = tmaps_read(pid, tm)) != 0) {
+	if ((rc = tmaps_read(pid, tm)) != 0 || (rc = target_id_read(pid, id)) != 0) {
 		snprintf(err, errlen, "cannot read /proc/%d/maps: %s", (int)pid, strerror(-rc));
 		if (rc == -EACCES)
 			seize_error(pid, err, errlen);	/* whose it is, Yama */
 		return rc;
 	}
-	if (!tmaps_find(tm, "/ld-linux-x86-64.so.2") || !tmaps_find(tm, "/libc.so.6")) {
-		snprintf(err, errlen,
-			 "pid %d is statically linked (no dynamic loader or libc in its maps): "
-			 "there is no loader to load the client with, so it cannot be profiled",
-			 (int)pid);
-		return -ENOEXEC;
-	}
-	if (tmaps_find(tm, "/" CLIENT_NAME)) {
-		if (client_int(pid, tm, "heapprofd_client_injected", &inj))
+	if ((rc = find_objs(pid, tm, ob, err, errlen)) != 0)
+		return rc;
+	if (ob->have_client) {
+		if (client_int(pid, ob, "heapprofd_client_injected", &inj))
 			inj = 0;
 		if (!inj)
 			return 1;	/* preloaded: the usual attach */
@@ -478,81 +513,96 @@ static int preflight(pid_t pid, const char *lib, struct target_maps *tm, char *e
 struct fns {
 	uint64_t dlopen, dlerror;
 	int old_dlopen;		/* __libc_dlopen_mode (glibc before 2.34) */
-	/* The client's function: its value in the file and the file's first
-	 * PT_LOAD, placed once the client is mapped. */
-	char client_path[512];
-	uint64_t client_fn, client_vaddr, client_off;
+	/* The client's function: in the process when it is loaded already,
+	 * else its value in our file, placed once dlopen has loaded it. */
+	uint64_t client_fn;
+	int client_placed;
 };
 
-static int find_fns(pid_t pid, const struct target_maps *tm, const char *lib, const char *fn,
+static int find_fns(pid_t pid, const struct objs *ob, const char *lib, const char *fn,
 		    struct fns *f, char *err, size_t errlen)
 {
-	const struct tmap *libc = tmaps_find(tm, "/libc.so.6"), *cl = tmaps_find(tm, "/" CLIENT_NAME);
 	static const char *const names[] = { "dlopen", "__libc_dlopen_mode", "dlerror" };
-	uint64_t bias, a[3], sz[3];
+	uint64_t a[3], sz[3];
 
 	memset(f, 0, sizeof(*f));
-	if (libc && !tmaps_bias(pid, tm, libc, &bias) &&
-	    !target_syms(pid, libc->path, bias, names, 3, a, sz)) {
+	if (!tobj_syms(pid, &ob->libc, names, 3, a, sz)) {
 		f->dlopen = a[0] ? a[0] : a[1];
 		f->old_dlopen = !a[0];
 		f->dlerror = a[2];
 	}
-	snprintf(f->client_path, sizeof(f->client_path), "%s", cl ? cl->path : lib);
-	if ((!cl && !f->dlopen) ||
-	    target_sym(pid, f->client_path, 0, fn, &f->client_fn, NULL) ||
-	    elf_load0(pid, f->client_path, &f->client_vaddr, &f->client_off)) {
+	f->client_placed = ob->have_client;
+	if ((!ob->have_client && !f->dlopen) ||
+	    (ob->have_client ? tobj_sym(pid, &ob->client, fn, &f->client_fn) :
+			       file_sym(lib, fn, &f->client_fn))) {
 		snprintf(err, errlen, "cannot find %s in pid %d's libc or %s in %s",
-			 f->old_dlopen ? "__libc_dlopen_mode" : "dlopen", (int)pid, fn, f->client_path);
+			 f->old_dlopen ? "__libc_dlopen_mode" : "dlopen", (int)pid, fn, lib);
 		return -ENOENT;
 	}
 	return 0;
 }
 
-/* dlopen(lib) in the process, with dlerror's text on failure. */
-static int remote_dlopen(pid_t pid, struct stopset *s, struct sthread *t, const struct fns *f,
-			 const char *lib, char *err, size_t errlen)
+/* dlopen(lib) in the process, with dlerror's text on failure; *handle:
+ * the client's struct link_map. */
+static int remote_dlopen(struct stopset *s, struct sthread *t, const struct fns *f,
+			 const char *lib, uint64_t *handle, char *err, size_t errlen)
 {
-	uint64_t args[2] = { RC_BLOB(0), RTLD_NOW | RTLD_LOCAL }, h = 0, msg = 0;
+	uint64_t args[2] = { RC_BLOB(0), RTLD_NOW | RTLD_LOCAL }, msg = 0;
 	int rc;
 
 	if (f->old_dlopen)
 		args[1] |= 0x80000000;	/* __RTLD_DLOPEN */
-	rc = remote_call(pid, s, t, f->dlopen, args, 2, lib, strlen(lib) + 1, &h, err, errlen);
+	*handle = 0;
+	rc = remote_call(s, t, 1, f->dlopen, args, 2, lib, strlen(lib) + 1, handle, err, errlen);
 	if (rc)
 		return rc;
-	if (h)
+	if (*handle)
 		return 0;
-	if (f->dlerror && !remote_call(pid, s, t, f->dlerror, NULL, 0, NULL, 0, &msg, err, errlen) &&
+	if (f->dlerror && !remote_call(s, t, 1, f->dlerror, NULL, 0, NULL, 0, &msg, err, errlen) &&
 	    msg) {
 		char text[400] = "";
 
-		for (size_t i = 0; i < sizeof(text) - 1; i++)
-			if (remote_read(pid, msg + i, &text[i], 1) || !text[i])
-				break;
-		snprintf(err, errlen, "dlopen of %s in pid %d failed: %s", lib, (int)pid, text);
-	} else {
-		snprintf(err, errlen, "dlopen of %s in pid %d failed", lib, (int)pid);
+		remote_str(s->pid, msg, text, sizeof(text));
+		snprintf(err, errlen, "dlopen of %s in pid %d failed: %s", lib, (int)s->pid, text);
+	} else if (!s->abandoned && !s->changed) {
+		snprintf(err, errlen, "dlopen of %s in pid %d failed", lib, (int)s->pid);
 	}
 	return -ENOEXEC;
 }
 
-/* Where the client's function is now (after dlopen: its maps, read again). */
-static int client_fn_addr(pid_t pid, const struct fns *f, uint64_t *addr, char *err, size_t errlen)
+/* Where the client's function is now: the object dlopen returned (its
+ * link map entry), which must be our file. */
+static int client_fn_addr(pid_t pid, const char *lib, uint64_t handle, struct fns *f,
+			  char *err, size_t errlen)
 {
 	struct target_maps tm;
+	struct stat mine, theirs;
+	struct tobj o;
 	uint64_t bias;
-	int rc = tmaps_read(pid, &tm);
+	int fd = -1, rc;
 
+	rc = remote_read(pid, handle, &bias, sizeof(bias));	/* l_addr */
 	if (!rc)
-		rc = tmaps_bias_at(&tm, f->client_path, f->client_vaddr, f->client_off, &bias);
-	tmaps_free(&tm);
+		rc = tmaps_read(pid, &tm);
 	if (rc) {
-		snprintf(err, errlen, "the client is not mapped in pid %d after dlopen", (int)pid);
-		return -ENOENT;
+		snprintf(err, errlen, "cannot read pid %d after dlopen", (int)pid);
+		return -ESRCH;
 	}
-	*addr = bias + f->client_fn;
-	return 0;
+	rc = tobj_at(pid, &tm, bias, &o);
+	if (!rc)
+		fd = tmap_open(pid, o.first);
+	if (rc || fd < 0 || fstat(fd, &theirs) || stat(lib, &mine) || mine.st_dev != theirs.st_dev ||
+	    mine.st_ino != theirs.st_ino) {
+		snprintf(err, errlen, "the object dlopen loaded in pid %d is not %s", (int)pid, lib);
+		rc = -ENOENT;
+	} else {
+		f->client_fn += bias;
+		f->client_placed = 1;
+	}
+	if (fd >= 0)
+		close(fd);
+	tmaps_free(&tm);
+	return rc;
 }
 
 static const char *attach_errstr(int rc)
@@ -566,60 +616,92 @@ static const char *attach_errstr(int rc)
 	}
 }
 
+/* Stopped, and the same process as the one looked at before. */
+static int stop_same(struct stopset *s, pid_t pid, const struct target_id *id, char *err,
+		     size_t errlen)
+{
+	int rc = stop_all(s, pid, err, errlen);
+
+	if (rc) {
+		if (rc == -EPERM)
+			seize_error(pid, err, errlen);
+		return rc;
+	}
+	if (!target_id_same(id, &s->id)) {
+		snprintf(err, errlen, "pid %d changed (another program, or other credentials) "
+			 "since it was looked at: not attaching", (int)pid);
+		s->changed = 1;
+		return -ESRCH;
+	}
+	return 0;
+}
+
+/* Put the trampoline's page back (unless a call still needs it) and let
+ * the threads go. */
+static void let_go(struct stopset *s)
+{
+	rc_remove_trampoline(s);
+	release_all(s);
+}
+
 int hp_inject_attach(pid_t pid, const char *lib, const char *config, struct inject_times *tt,
 		     char *err, size_t errlen)
 {
 	struct ranges global, caller;
 	struct target_maps tm = { 0 };
-	struct stopset s;
+	struct target_id id;
+	struct stopset s = { 0 };
 	struct sthread *t;
+	struct objs ob;
 	struct fns f;
-	uint64_t t0, t1, fn, ret = 0, a0 = RC_BLOB(0);
-	int rc, pick, loaded;
+	uint64_t t0, t1, handle, ret = 0, a0 = RC_BLOB(0);
+	int rc, pick;
 
 	memset(tt, 0, sizeof(*tt));
-	rc = preflight(pid, lib, &tm, err, errlen);
+	memset(&ob, 0, sizeof(ob));
+	rc = preflight(pid, lib, &tm, &ob, &id, err, errlen);
 	if (!rc)
-		rc = find_fns(pid, &tm, lib, "heapprofd_client_attach", &f, err, errlen);
+		rc = find_fns(pid, &ob, lib, "heapprofd_client_attach", &f, err, errlen);
 	if (rc) {
+		free_objs(&ob);
 		tmaps_free(&tm);
 		return rc;
 	}
-	risky_ranges(pid, &tm, &global, &caller);
-	loaded = tmaps_find(&tm, "/" CLIENT_NAME) != NULL;
+	risky_ranges(pid, &ob, &global, &caller);
 	t0 = mono_us();
-	rc = stop_all(&s, pid, err, errlen);
+	rc = stop_same(&s, pid, &id, err, errlen);
 	tt->stop_us = mono_us() - t0;
-	if (rc) {
-		if (rc == -EPERM)
-			seize_error(pid, err, errlen);
+	if (rc)
 		goto out;
-	}
 	t1 = mono_us();
 	rc = stop_safely(pid, &tm, &s, &global, &caller, &tt->tries, &pick, err, errlen);
 	tt->safe_us = mono_us() - t1;
+	if (!rc)
+		rc = place_trampoline(&s, &ob, err, errlen);
 	if (rc)
 		goto out;
 	t = &s.t[pick];
-	if (!loaded) {
+	if (!f.client_placed) {
 		t1 = mono_us();
-		rc = remote_dlopen(pid, &s, t, &f, lib, err, errlen);
+		rc = remote_dlopen(&s, t, &f, lib, &handle, err, errlen);
 		tt->dlopen_us = mono_us() - t1;
+		if (!rc)
+			rc = client_fn_addr(pid, lib, handle, &f, err, errlen);
 		if (rc)
 			goto out;
 	}
 	t1 = mono_us();
-	rc = client_fn_addr(pid, &f, &fn, err, errlen);
-	if (!rc)
-		rc = remote_call(pid, &s, t, fn, &a0, 1, config, strlen(config) + 1, &ret, err, errlen);
+	rc = remote_call(&s, t, 1, f.client_fn, &a0, 1, config, strlen(config) + 1, &ret, err,
+			 errlen);
 	tt->call_us = mono_us() - t1;
 	if (!rc && (int)ret < 0) {
 		rc = (int)ret;
 		snprintf(err, errlen, "the client in pid %d: %s", (int)pid, attach_errstr(rc));
 	}
 out:
-	release_all(&s);
+	let_go(&s);
 	tt->stopped_us = mono_us() - t0;
+	free_objs(&ob);
 	tmaps_free(&tm);
 	return rc;
 }
@@ -629,37 +711,37 @@ int hp_inject_detach(pid_t pid, struct inject_times *tt, char *err, size_t errle
 	struct ranges global, caller;
 	char status[4096];
 	struct target_maps tm;
-	const struct tmap *cl;
-	struct stopset s;
-	uint64_t t0, bias, fn, ret = 0;
+	struct target_id id;
+	struct stopset s = { 0 };
+	struct objs ob;
+	uint64_t t0, fn, ret = 0;
 	int rc, inj = 0, busy;
 
 	memset(tt, 0, sizeof(*tt));
 	if ((rc = read_status(pid, status, sizeof(status), err, errlen)) != 0)
 		return rc;
-	if ((rc = tmaps_read(pid, &tm)) != 0) {
+	if ((rc = tmaps_read(pid, &tm)) != 0 || target_id_read(pid, &id)) {
 		snprintf(err, errlen, "no process %d (it has exited?)", (int)pid);
+		tmaps_free(&tm);
 		return -ESRCH;
 	}
-	cl = tmaps_find(&tm, "/" CLIENT_NAME);
-	if (!cl || client_int(pid, &tm, "heapprofd_client_injected", &inj) || inj != 2) {
+	if (find_objs(pid, &tm, &ob, err, errlen) || !ob.have_client ||
+	    client_int(pid, &ob, "heapprofd_client_injected", &inj) || inj != 2) {
+		free_objs(&ob);
 		tmaps_free(&tm);
 		return 1;	/* preloaded, or not attached by us: nothing here */
 	}
-	if ((rc = tmaps_bias(pid, &tm, cl, &bias)) != 0 ||
-	    (rc = target_sym(pid, cl->path, bias, "heapprofd_client_detach", &fn, NULL)) != 0) {
+	if ((rc = tobj_sym(pid, &ob.client, "heapprofd_client_detach", &fn)) != 0) {
 		snprintf(err, errlen, "cannot read the client's file in pid %d", (int)pid);
+		free_objs(&ob);
 		tmaps_free(&tm);
 		return rc;
 	}
-	risky_ranges(pid, &tm, &global, &caller);
+	risky_ranges(pid, &ob, &global, &caller);
 	t0 = mono_us();
-	rc = stop_all(&s, pid, err, errlen);
-	if (rc) {
-		if (rc == -EPERM)
-			seize_error(pid, err, errlen);
+	rc = stop_same(&s, pid, &id, err, errlen);
+	if (rc)
 		goto out;
-	}
 	tt->stop_us = mono_us() - t0;
 	for (busy = 0; busy < SAFE_TRIES; busy++) {
 		uint64_t t1 = mono_us();
@@ -668,11 +750,13 @@ int hp_inject_detach(pid_t pid, struct inject_times *tt, char *err, size_t errle
 		rc = stop_safely(pid, &tm, &s, &global, &caller, &tries, &pick, err, errlen);
 		tt->tries += tries;
 		tt->safe_us += mono_us() - t1;
+		if (!rc && !s.tramp)
+			rc = place_trampoline(&s, &ob, err, errlen);
 		if (rc)
 			break;
 		/* No other thread may run while the ring is unmapped. */
 		t1 = mono_us();
-		rc = remote_call(pid, NULL, &s.t[pick], fn, NULL, 0, NULL, 0, &ret, err, errlen);
+		rc = remote_call(&s, &s.t[pick], 0, fn, NULL, 0, NULL, 0, &ret, err, errlen);
 		tt->call_us += mono_us() - t1;
 		if (rc || (int)ret != -EBUSY)
 			break;
@@ -685,8 +769,9 @@ int hp_inject_detach(pid_t pid, struct inject_times *tt, char *err, size_t errle
 			 strerror(-rc));
 	}
 out:
-	release_all(&s);
+	let_go(&s);
 	tt->stopped_us = mono_us() - t0;
+	free_objs(&ob);
 	tmaps_free(&tm);
 	return rc;
 }

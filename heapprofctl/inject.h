@@ -3,11 +3,15 @@
  * Loading the client into a running process (heapprofctl attach of a
  * process started without it), and taking its hooks out again (detach).
  *
- *   target.c      the process's mappings and the symbols of its objects
+ *   target.c      the process's mappings, their files and the symbols of
+ *                 its objects
+ *   linkmap.c     the objects its loader loaded (which libc, which loader)
  *   ptrace_stop.c stopping every thread (PTRACE_SEIZE + INTERRUPT), letting
- *                 them run a little, releasing them with their signals
- *   remote_call.c calling a function in one stopped thread and putting its
- *                 registers and stack back exactly
+ *                 them run a little, releasing them with their signals;
+ *                 who the process is (an exec, new credentials)
+ *   remote_call.c calling a function in one stopped thread, which returns
+ *                 through a trampoline that puts the thread back as it was
+ *                 even when heapprofctl dies meanwhile
  *   inject.c      the checks before, the safe point, attach and detach
  */
 #ifndef HPC_INJECT_H
@@ -21,7 +25,7 @@
 
 /* ---- target.c ---- */
 struct tmap {
-	uint64_t start, end, off;
+	uint64_t start, end, off, ino;
 	char perms[5];
 	char path[512];
 };
@@ -33,23 +37,46 @@ struct target_maps {
 
 int tmaps_read(pid_t pid, struct target_maps *tm);
 void tmaps_free(struct target_maps *tm);
-/* The first mapping of an object whose path ends with name ("/libc.so.6"),
- * or NULL. */
-const struct tmap *tmaps_find(const struct target_maps *tm, const char *suffix);
-/* Where the object whose path is that of mp is loaded (its bias). */
-int tmaps_bias(pid_t pid, const struct target_maps *tm, const struct tmap *mp, uint64_t *bias);
-/* The same in two steps: the ELF's lowest PT_LOAD (page) and its file
- * offset, then where the mapping of that offset is. */
-int elf_load0(pid_t pid, const char *path, uint64_t *vaddr, uint64_t *off);
-int tmaps_bias_at(const struct target_maps *tm, const char *path, uint64_t vaddr, uint64_t off,
-		  uint64_t *bias);
-/* The address and size of a function or object in the process: the
- * symbol of the object mapped from path (read through /proc/PID/root). */
-int target_sym(pid_t pid, const char *path, uint64_t bias, const char *name,
-	       uint64_t *addr, uint64_t *size);
-/* The same for n names at once (one pass over the file); 0 where absent. */
-int target_syms(pid_t pid, const char *path, uint64_t bias, const char *const *names, size_t n,
-		uint64_t *addr, uint64_t *size);
+/* The file mapped at m, opened as the mapping (never by a name the process
+ * chose, never blocking, only a regular file); -errno. */
+int tmap_open(pid_t pid, const struct tmap *m);
+
+/* An object (the executable, a library) as its loader placed it. */
+struct tobj {
+	const struct tmap *first;	/* the mapping of its first PT_LOAD */
+	int nmaps;			/* that one and the next ones of its file */
+	uint64_t bias;
+};
+/* The object loaded at bias (a link map entry's l_addr); -ENOENT. */
+int tobj_at(pid_t pid, const struct target_maps *tm, uint64_t bias, struct tobj *o);
+/* Addresses (and sizes) in the process of n symbols of o; 0 where absent. */
+int tobj_syms(pid_t pid, const struct tobj *o, const char *const *names, size_t n,
+	      uint64_t *addr, uint64_t *size);
+int tobj_sym(pid_t pid, const struct tobj *o, const char *name, uint64_t *addr);
+/* Where need bytes are mapped executable in o after the end of its code
+ * (up to the end of that page): never run, free for a trampoline. */
+int tobj_code_tail(pid_t pid, const struct tobj *o, size_t need, uint64_t *at);
+/* A symbol's value in a file of ours (not yet in the process). */
+int file_sym(const char *path, const char *name, uint64_t *value);
+
+/* ---- linkmap.c ---- */
+struct lobj {
+	uint64_t lm;		/* its struct link_map in the process */
+	uint64_t bias;		/* l_addr */
+	char name[512];		/* l_name, as the loader has it */
+};
+
+struct linkmap {
+	struct lobj *o;
+	int n;
+	uint64_t ldbase;	/* the loader's base (AT_BASE) */
+};
+
+/* -ENOEXEC: no loader (a static program); -EAGAIN: not set up yet. */
+int linkmap_read(pid_t pid, struct linkmap *lm);
+void linkmap_free(struct linkmap *lm);
+/* The first object whose file name (after the last '/') is base. */
+const struct lobj *linkmap_find(const struct linkmap *lm, const char *base);
 
 /* ---- ptrace_stop.c ---- */
 struct sthread {
@@ -60,31 +87,68 @@ struct sthread {
 	struct user_regs_struct regs;	/* at the stop */
 };
 
+/* Who the process is: what an exec or new credentials change. */
+struct target_id {
+	uint64_t exe_dev, exe_ino;
+	char creds[512];	/* its status's Uid, Gid, Groups, CapPrm, CapEff */
+};
+
 struct stopset {
 	pid_t pid;
 	struct sthread *t;
 	int n, cap;
+	struct target_id id;	/* at the stop */
+	/* The process is not the one stopped any more (an exec was seen, or
+	 * its program or credentials changed): nothing more is written. */
+	int changed;
+	/* A call was let go unfinished (Ctrl-C, a timeout): its thread
+	 * comes back through the trampoline alone; nothing is put back. */
+	int abandoned;
+	uint64_t tramp;		/* where the return trampoline is, or 0 */
+	uint8_t tramp_saved[16];
 };
 
 /* Seize and stop every thread; -errno with err set. */
 int stop_all(struct stopset *s, pid_t pid, char *err, size_t errlen);
 /* Let them run for about us microseconds, then stop them all again. */
 int run_briefly(struct stopset *s, unsigned us, char *err, size_t errlen);
-/* The same for all threads but the one with tid except (no new ones). */
+/* The same for all threads but the one with tid except; the threads they
+ * create meanwhile are held too. */
 void run_others_briefly(struct stopset *s, pid_t except, unsigned us);
-/* Detach from every thread, then give back the signals they received. */
+/* Detach from every thread (one left running is stopped first), then
+ * give back the signals they received. */
 void release_all(struct stopset *s);
 /* Hold back the signal of t's signal-delivery-stop (its siginfo). */
 void stopset_note_signal(struct sthread *t, int sig);
+int target_id_read(pid_t pid, struct target_id *id);
+int target_id_same(const struct target_id *a, const struct target_id *b);
 
 /* ---- remote_call.c ---- */
 /* An argument that is the address of byte off of the blob on the stack. */
 #define RC_BLOB(off) (0xb10b000000000000ULL | (uint64_t)(off))
-/* others: the other threads, let run for a moment when the call waits
- * for a lock one of them holds; NULL: they stay stopped. */
-int remote_call(pid_t pid, struct stopset *others, struct sthread *t, uint64_t fn, const uint64_t *args, int nargs,
-		const void *blob, size_t bloblen, uint64_t *ret, char *err, size_t errlen);
+/* Write the return trampoline at at (code of the process's that is never
+ * run: see inject.c) and, once no call is left running, put back what was
+ * there. */
+int rc_place_trampoline(struct stopset *s, uint64_t at, char *err, size_t errlen);
+void rc_remove_trampoline(struct stopset *s);
+size_t rc_trampoline_size(void);
+/*
+ * fn(args) in thread t; 0 with *ret. others_run: the other threads run for
+ * a moment now and then while the call has not returned (a lock one of
+ * them holds); else they stay stopped. -ECANCELED (inject_cancelled said
+ * so) or -ETIMEDOUT: the call was let go and finishes alone; -ESRCH: the
+ * process ended or changed, nothing was written; other -errno: failed,
+ * the thread is as it was.
+ */
+int remote_call(struct stopset *s, struct sthread *t, int others_run, uint64_t fn,
+		const uint64_t *args, int nargs, const void *blob, size_t bloblen, uint64_t *ret,
+		char *err, size_t errlen);
 int remote_read(pid_t pid, uint64_t addr, void *buf, size_t len);
+/* A NUL-terminated string of at most len - 1 bytes. */
+int remote_str(pid_t pid, uint64_t addr, char *buf, size_t len);
+/* Asked at every wait: non-zero ends the attach (Ctrl-C), leaving the
+ * process as it was or, during a call, to finish it alone. */
+extern int (*inject_cancelled)(void);
 
 /* ---- inject.c ---- */
 struct inject_times {

@@ -11,14 +11,21 @@
  * signal-delivery-stop: it is noted and suppressed, and sent to the same
  * thread again (tgkill) once we have detached, so that no signal is lost
  * and none runs its handler in the middle of a remote call.
+ *
+ * Every thread is seized with PTRACE_O_TRACEEXEC: an exec by any of them,
+ * seen at any wait, marks the set changed, and from then on nothing is
+ * written into the process (remote_call.c). Who the process is, its
+ * program and its credentials, is read before and after each step too.
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -69,7 +76,7 @@ static void drop(struct stopset *s, struct sthread *t)
  * Wait until thread t is in the stop our PTRACE_INTERRUPT asked for.
  * Returns 0 stopped, 1 the thread is gone, -errno.
  */
-static int wait_stop(struct sthread *t)
+static int wait_stop(struct stopset *s, struct sthread *t)
 {
 	int st;
 
@@ -85,20 +92,27 @@ static int wait_stop(struct sthread *t)
 			return 1;
 		if (!WIFSTOPPED(st))
 			continue;
+		if ((st >> 16) == PTRACE_EVENT_EXEC) {
+			/* Another program now: held, never written to. */
+			s->changed = 1;
+			t->stopped = 1;
+			return 0;
+		}
 		if ((st >> 16) == PTRACE_EVENT_STOP) {
 			t->stopped = 1;
 			if (ptrace(PTRACE_GETREGS, t->tid, NULL, &t->regs))
 				return errno == ESRCH ? 1 : -errno;
 			return 0;
 		}
-		if ((st >> 16) == 0) {
+		if ((st >> 16) == 0 && WSTOPSIG(st) != (SIGTRAP | 0x80)) {
 			/* A signal on its way in: hold it back, ask again. */
 			stopset_note_signal(t, WSTOPSIG(st));
 			ptrace(PTRACE_CONT, t->tid, NULL, NULL);
 			ptrace(PTRACE_INTERRUPT, t->tid, NULL, NULL);
 			continue;
 		}
-		/* Another ptrace event (none are asked for): go on. */
+		/* A system call stop (a thread that was making a call) or
+		 * another event: on to the stop asked for. */
 		ptrace(PTRACE_CONT, t->tid, NULL, NULL);
 		ptrace(PTRACE_INTERRUPT, t->tid, NULL, NULL);
 	}
@@ -119,7 +133,8 @@ static int add_thread(struct stopset *s, pid_t tid, char *err, size_t errlen)
 		s->t = nt;
 		s->cap = ncap;
 	}
-	if (ptrace(PTRACE_SEIZE, tid, NULL, NULL)) {
+	if (ptrace(PTRACE_SEIZE, tid, NULL,
+		   (void *)(long)(PTRACE_O_TRACEEXEC | PTRACE_O_TRACESYSGOOD))) {
 		int e = errno;
 
 		if (e == ESRCH)
@@ -173,7 +188,7 @@ static int wait_all(struct stopset *s, char *err, size_t errlen)
 			i++;
 			continue;
 		}
-		rc = wait_stop(&s->t[i]);
+		rc = wait_stop(s, &s->t[i]);
 		if (rc < 0) {
 			snprintf(err, errlen, "waiting for thread %d: %s", (int)s->t[i].tid, strerror(-rc));
 			return rc;
@@ -203,7 +218,7 @@ int stop_all(struct stopset *s, pid_t pid, char *err, size_t errlen)
 			return -EAGAIN;
 		}
 	} while (rc > 0);	/* new threads: look again once all are held */
-	if (!s->n) {
+	if (!s->n || target_id_read(pid, &s->id)) {
 		snprintf(err, errlen, "no process %d", (int)pid);
 		return -ESRCH;
 	}
@@ -240,6 +255,7 @@ int run_briefly(struct stopset *s, unsigned us, char *err, size_t errlen)
 void run_others_briefly(struct stopset *s, pid_t except, unsigned us)
 {
 	struct timespec ts = { 0, (long)us * 1000L };
+	char err[200];
 
 	for (int i = 0; i < s->n; i++)
 		if (s->t[i].tid != except) {
@@ -251,18 +267,80 @@ void run_others_briefly(struct stopset *s, pid_t except, unsigned us)
 		if (s->t[i].tid != except)
 			ptrace(PTRACE_INTERRUPT, s->t[i].tid, NULL, NULL);
 	for (int i = 0; i < s->n; i++)
-		if (s->t[i].tid != except && wait_stop(&s->t[i]) == 1)
+		if (s->t[i].tid != except && !s->t[i].stopped && wait_stop(s, &s->t[i]) == 1)
 			s->t[i].stopped = 1;	/* gone: nothing to wait for */
+	/* Threads they created meanwhile are held too (stopped by now). */
+	for (int k = 0; k < 100 && seize_listed(s, err, sizeof(err)) > 0; k++)
+		for (int i = 0; i < s->n; i++)
+			if (!s->t[i].stopped && s->t[i].tid != except && wait_stop(s, &s->t[i]) == 1)
+				s->t[i].stopped = 1;
+}
+
+/* A thread left running (a call let go): stopped at whatever stop comes
+ * next, so that it can be detached. */
+static void stop_running(struct stopset *s, struct sthread *t)
+{
+	int st;
+
+	if (t->stopped)
+		return;
+	ptrace(PTRACE_INTERRUPT, t->tid, NULL, NULL);
+	while (waitpid(t->tid, &st, __WALL) < 0)
+		if (errno != EINTR)
+			return;
+	if (WIFSTOPPED(st) && (st >> 16) == 0 && WSTOPSIG(st) != (SIGTRAP | 0x80))
+		stopset_note_signal(t, WSTOPSIG(st));
+	if (WIFSTOPPED(st) && (st >> 16) == PTRACE_EVENT_EXEC)
+		s->changed = 1;
+	t->stopped = 1;
 }
 
 void release_all(struct stopset *s)
 {
-	for (int i = 0; i < s->n; i++)
+	for (int i = 0; i < s->n; i++) {
+		stop_running(s, &s->t[i]);
 		ptrace(PTRACE_DETACH, s->t[i].tid, NULL, NULL);
+	}
 	for (int i = 0; i < s->n; i++)
 		for (int k = 0; k < s->t[i].nsigs; k++)
 			give_back(s->pid, s->t[i].tid, &s->t[i].sigs[k]);
 	free(s->t);
 	s->t = NULL;
 	s->n = s->cap = 0;
+}
+
+/* The program (the exe's device and inode) and the credentials. */
+int target_id_read(pid_t pid, struct target_id *id)
+{
+	char p[64], buf[4096], *l;
+	struct stat st;
+	ssize_t n;
+	int fd;
+
+	memset(id, 0, sizeof(*id));
+	snprintf(p, sizeof(p), "/proc/%d/exe", (int)pid);
+	if (stat(p, &st))
+		return -errno;
+	id->exe_dev = st.st_dev;
+	id->exe_ino = st.st_ino;
+	snprintf(p, sizeof(p), "/proc/%d/status", (int)pid);
+	fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -EIO;
+	buf[n] = 0;
+	for (l = strtok(buf, "\n"); l; l = strtok(NULL, "\n"))
+		if (!strncmp(l, "Uid:", 4) || !strncmp(l, "Gid:", 4) || !strncmp(l, "Groups:", 7) ||
+		    !strncmp(l, "CapEff:", 7) || !strncmp(l, "CapPrm:", 7))
+			snprintf(id->creds + strlen(id->creds), sizeof(id->creds) - strlen(id->creds),
+				 "%s\n", l);
+	return 0;
+}
+
+int target_id_same(const struct target_id *a, const struct target_id *b)
+{
+	return a->exe_dev == b->exe_dev && a->exe_ino == b->exe_ino && !strcmp(a->creds, b->creds);
 }

@@ -3,14 +3,26 @@
  * The running process's mappings (/proc/PID/maps) and the symbols of the
  * objects mapped there (their ELF files' symbol tables, through libelf),
  * turned into addresses in that process.
+ *
+ * Names in the maps are the process's to choose (a file of any name can be
+ * mapped anywhere), and a path read there may name a FIFO by the time it is
+ * opened. So a mapping's file is opened as the mapping itself,
+ * /proc/PID/map_files/START-END, which is the file the kernel maps there
+ * whatever its name is now; where that is not ours to open (it needs
+ * CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE), the path inside the process's
+ * root, resolved without leaving it, opened without blocking, and taken
+ * only when it is a regular file with the mapping's inode.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "inject.h"
@@ -27,14 +39,17 @@ int tmaps_read(pid_t pid, struct target_maps *tm)
 		return -errno;
 	while (fgets(line, sizeof(line), f)) {
 		struct tmap m = { 0 };
-		unsigned long long s, e, o;
+		unsigned long long s, e, o, ino;
+		unsigned int maj, min;
 		int pos = 0;
 
-		if (sscanf(line, "%llx-%llx %4s %llx %*s %*s %n", &s, &e, m.perms, &o, &pos) < 4)
+		if (sscanf(line, "%llx-%llx %4s %llx %x:%x %llu %n", &s, &e, m.perms, &o, &maj, &min,
+			   &ino, &pos) < 7)
 			continue;
 		m.start = s;
 		m.end = e;
 		m.off = o;
+		m.ino = ino;
 		if (pos > 0) {
 			snprintf(m.path, sizeof(m.path), "%s", line + pos);
 			m.path[strcspn(m.path, "\n")] = 0;
@@ -62,64 +77,85 @@ void tmaps_free(struct target_maps *tm)
 	tm->n = 0;
 }
 
-const struct tmap *tmaps_find(const struct target_maps *tm, const char *suffix)
+/* The path in the process's root, never leaving it, never blocking. */
+static int open_in_root(pid_t pid, const struct tmap *m)
 {
-	size_t sl = strlen(suffix);
+	struct open_how how = {
+		.flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY,
+		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+	};
+	char p[64];
+	int root, fd;
 
-	for (int i = 0; i < tm->n; i++) {
-		size_t pl = strlen(tm->m[i].path);
-
-		if (pl >= sl && !strcmp(tm->m[i].path + pl - sl, suffix) &&
-		    (pl == sl || suffix[0] == '/' || tm->m[i].path[pl - sl - 1] == '/'))
-			return &tm->m[i];
-	}
-	return NULL;
-}
-
-/* The file of a mapping as the process sees it (another mount namespace
- * included), or the path itself when /proc/PID/root is not ours to read. */
-static int open_in_target(pid_t pid, const char *path)
-{
-	char p[1100];
-	int fd;
-
-	snprintf(p, sizeof(p), "/proc/%d/root%s", (int)pid, path);
-	fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (m->path[0] != '/')
+		return -ENOENT;
+	snprintf(p, sizeof(p), "/proc/%d/root", (int)pid);
+	root = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (root < 0)
+		return -errno;
+	fd = (int)syscall(SYS_openat2, root, m->path + 1, &how, sizeof(how));
 	if (fd < 0)
-		fd = open(path, O_RDONLY | O_CLOEXEC);
+		fd = -errno;
+	close(root);
 	return fd;
 }
 
-/* Apply fn to the ELF of path; -errno or fn's result. */
-static int with_elf(pid_t pid, const char *path, int (*fn)(Elf *, void *), void *arg)
+int tmap_open(pid_t pid, const struct tmap *m)
+{
+	struct stat st;
+	char p[96];
+	int fd;
+
+	snprintf(p, sizeof(p), "/proc/%d/map_files/%llx-%llx", (int)pid,
+		 (unsigned long long)m->start, (unsigned long long)m->end);
+	fd = open(p, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0 && (errno == EPERM || errno == EACCES))
+		fd = open_in_root(pid, m);
+	else if (fd < 0)
+		return -errno;
+	if (fd < 0)
+		return fd;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || (m->ino && st.st_ino != m->ino)) {
+		close(fd);
+		return -ESTALE;	/* not the file mapped there (any more) */
+	}
+	return fd;
+}
+
+/* Apply fn to the ELF open at fd; -errno or fn's result. */
+static int with_elf_fd(int fd, int (*fn)(Elf *, void *), void *arg)
 {
 	Elf *e;
-	int fd, rc;
+	int rc;
 
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		return -EINVAL;
-	fd = open_in_target(pid, path);
-	if (fd < 0)
-		return -errno;
 	e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	if (!e) {
-		close(fd);
+	if (!e)
 		return -ENOEXEC;
-	}
 	rc = fn(e, arg);
 	elf_end(e);
+	return rc;
+}
+
+/* The same for the file of mapping m, or for a file of ours (m NULL). */
+static int with_elf(pid_t pid, const struct tmap *m, const char *path,
+		    int (*fn)(Elf *, void *), void *arg)
+{
+	int fd = m ? tmap_open(pid, m) : open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	int rc;
+
+	if (fd < 0)
+		return m ? fd : -errno;
+	rc = with_elf_fd(fd, fn, arg);
 	close(fd);
 	return rc;
 }
 
-/* The lowest PT_LOAD's page and file offset. */
-struct first_load {
-	uint64_t vaddr, off;
-};
-
+/* The lowest PT_LOAD's page. */
 static int first_load(Elf *e, void *arg)
 {
-	struct first_load *fl = arg;
+	uint64_t *vaddr = arg;
 	size_t n;
 
 	if (elf_getphdrnum(e, &n))
@@ -128,41 +164,36 @@ static int first_load(Elf *e, void *arg)
 		GElf_Phdr ph;
 
 		if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD) {
-			fl->vaddr = ph.p_vaddr & ~4095ULL;
-			fl->off = ph.p_offset & ~4095ULL;
+			*vaddr = ph.p_vaddr & ~4095ULL;
 			return 0;
 		}
 	}
 	return -ENOEXEC;
 }
 
-int elf_load0(pid_t pid, const char *path, uint64_t *vaddr, uint64_t *off)
+/*
+ * The object whose loader bias is bias: the mapping of offset 0 whose file's
+ * first PT_LOAD, moved by bias, is where that mapping starts, and the
+ * mappings of the same file that follow it.
+ */
+int tobj_at(pid_t pid, const struct target_maps *tm, uint64_t bias, struct tobj *o)
 {
-	struct first_load fl = { 0, 0 };
-	int rc = with_elf(pid, path, first_load, &fl);
+	for (int i = 0; i < tm->n; i++) {
+		const struct tmap *m = &tm->m[i];
+		uint64_t v0 = 0;
+		int k;
 
-	*vaddr = fl.vaddr;
-	*off = fl.off;
-	return rc;
-}
-
-int tmaps_bias_at(const struct target_maps *tm, const char *path, uint64_t vaddr, uint64_t off,
-		  uint64_t *bias)
-{
-	for (int i = 0; i < tm->n; i++)
-		if (!strcmp(tm->m[i].path, path) && tm->m[i].off == off) {
-			*bias = tm->m[i].start - vaddr;
-			return 0;
-		}
+		if (m->off || !m->ino || m->start < bias || m->start - bias > (1ULL << 32) ||
+		    with_elf(pid, m, NULL, first_load, &v0) || bias + v0 != m->start)
+			continue;
+		for (k = i + 1; k < tm->n && tm->m[k].ino == m->ino && tm->m[k].off; k++)
+			;
+		o->first = m;
+		o->nmaps = k - i;
+		o->bias = bias;
+		return 0;
+	}
 	return -ENOENT;
-}
-
-int tmaps_bias(pid_t pid, const struct target_maps *tm, const struct tmap *mp, uint64_t *bias)
-{
-	uint64_t vaddr, off;
-	int rc = elf_load0(pid, mp->path, &vaddr, &off);
-
-	return rc ? rc : tmaps_bias_at(tm, mp->path, vaddr, off, bias);
 }
 
 struct sym_query {
@@ -211,33 +242,86 @@ static int find_sym(Elf *e, void *arg)
 	return q->found ? 0 : -ENOENT;
 }
 
-int target_syms(pid_t pid, const char *path, uint64_t bias, const char *const *names, size_t n,
-		uint64_t *addr, uint64_t *size)
+int tobj_syms(pid_t pid, const struct tobj *o, const char *const *names, size_t n,
+	      uint64_t *addr, uint64_t *size)
 {
 	struct sym_query q = { .names = names, .n = n, .value = addr, .size = size };
 	int rc;
 
 	memset(addr, 0, n * sizeof(*addr));
 	memset(size, 0, n * sizeof(*size));
-	rc = with_elf(pid, path, find_sym, &q);
+	rc = with_elf(pid, o->first, NULL, find_sym, &q);
 	if (rc)
 		return rc;
 	for (size_t k = 0; k < n; k++)
 		if (addr[k])
-			addr[k] += bias;
+			addr[k] += o->bias;
 	return 0;
 }
 
-int target_sym(pid_t pid, const char *path, uint64_t bias, const char *name,
-	       uint64_t *addr, uint64_t *size)
+int tobj_sym(pid_t pid, const struct tobj *o, const char *name, uint64_t *addr)
 {
 	uint64_t a, sz;
-	int rc = target_syms(pid, path, bias, &name, 1, &a, &sz);
+	int rc = tobj_syms(pid, o, &name, 1, &a, &sz);
 
 	if (rc || !a)
 		return rc ? rc : -ENOENT;
 	*addr = a;
-	if (size)
-		*size = sz;
 	return 0;
+}
+
+int file_sym(const char *path, const char *name, uint64_t *value)
+{
+	struct sym_query q = { .names = &name, .n = 1, .value = value };
+	uint64_t sz = 0;
+	int rc;
+
+	q.size = &sz;
+	*value = 0;
+	rc = with_elf(0, NULL, path, find_sym, &q);
+	return rc ? rc : *value ? 0 : -ENOENT;
+}
+
+struct tail_query {
+	const struct tobj *o;
+	uint64_t need, at;
+};
+
+/* The end of an executable PT_LOAD and the end of the page it ends in:
+ * bytes mapped executable that are no code of the object. */
+static int code_tail(Elf *e, void *arg)
+{
+	struct tail_query *q = arg;
+	size_t n;
+
+	if (elf_getphdrnum(e, &n))
+		return -ENOEXEC;
+	for (size_t i = 0; i < n; i++) {
+		GElf_Phdr ph;
+		uint64_t end;
+
+		if (!gelf_getphdr(e, (int)i, &ph) || ph.p_type != PT_LOAD || !(ph.p_flags & PF_X))
+			continue;
+		end = (q->o->bias + ph.p_vaddr + ph.p_memsz + 15) & ~15ULL;
+		for (int k = 0; k < q->o->nmaps; k++) {
+			const struct tmap *m = &q->o->first[k];
+
+			if (m->perms[2] == 'x' && end > m->start && end <= m->end &&
+			    m->end - end >= q->need) {
+				q->at = end;
+				return 0;
+			}
+		}
+	}
+	return -ENOSPC;
+}
+
+int tobj_code_tail(pid_t pid, const struct tobj *o, size_t need, uint64_t *at)
+{
+	struct tail_query q = { .o = o, .need = need };
+	int rc = with_elf(pid, o->first, NULL, code_tail, &q);
+
+	if (!rc)
+		*at = q.at;
+	return rc;
 }
