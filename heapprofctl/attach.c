@@ -8,39 +8,55 @@
 
 /*
  * While heapprofctl works inside a process, the signals that end it are
- * held and asked for at every step instead (inject_cancelled): Ctrl-C
- * then ends the attach at once, the process let go as it was, or with
- * the call made in it finishing on its own. @old gets the mask to put back.
+ * caught, not obeyed: the handler only notes one (inject_cancelled asks at
+ * every step), and any system call it interrupts returns EINTR. Ctrl-C then
+ * ends the attach at once, the process let go as it was, or with the call
+ * made in it finishing on its own; the signal is raised again afterwards.
  */
-static void termination_set(sigset_t *set)
+static const int term_sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
+#define NTERM (sizeof(term_sigs) / sizeof(term_sigs[0]))
+static volatile sig_atomic_t term_caught;
+
+struct held_term {
+	sigset_t mask;
+	struct sigaction act[NTERM];
+};
+
+static void on_term(int sig)
 {
-	sigemptyset(set);
-	sigaddset(set, SIGINT);
-	sigaddset(set, SIGTERM);
-	sigaddset(set, SIGHUP);
-	sigaddset(set, SIGQUIT);
+	term_caught = sig;
 }
 
-static int termination_pending(void)
+static int term_pending(void)
 {
-	sigset_t pend, term;
-
-	termination_set(&term);
-	if (sigpending(&pend))
-		return 0;
-	for (int sig = 1; sig < NSIG; sig++)
-		if (sigismember(&term, sig) == 1 && sigismember(&pend, sig) == 1)
-			return 1;
-	return 0;
+	return term_caught != 0;
 }
 
-static void hold_termination(sigset_t *old)
+static void hold_termination(struct held_term *h)
 {
-	sigset_t hold;
+	struct sigaction sa;
+	sigset_t un;
 
-	termination_set(&hold);
-	sigprocmask(SIG_BLOCK, &hold, old);
-	inject_cancelled = termination_pending;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_term;	/* no SA_RESTART */
+	sigemptyset(&un);
+	term_caught = 0;
+	for (size_t i = 0; i < NTERM; i++) {
+		sigaction(term_sigs[i], &sa, &h->act[i]);
+		sigaddset(&un, term_sigs[i]);
+	}
+	sigprocmask(SIG_UNBLOCK, &un, &h->mask);
+	inject_cancelled = term_pending;
+}
+
+static void release_termination(struct held_term *h)
+{
+	sigprocmask(SIG_SETMASK, &h->mask, NULL);
+	for (size_t i = 0; i < NTERM; i++)
+		sigaction(term_sigs[i], &h->act[i], NULL);
+	inject_cancelled = NULL;
+	if (term_caught)
+		raise(term_caught);	/* blocked (attach's signalfd) or default */
 }
 
 /*
@@ -56,7 +72,7 @@ static int load_client(struct daemon *d, int pid, unsigned long long interval, i
 			 !strcmp(d->transport, "kernel") ? "kernel" :
 			 !strcmp(d->transport, "socket") ? "socket" : "auto";
 	struct inject_times it;
-	sigset_t old;
+	struct held_term old;
 	int rc;
 
 	client_lib(lib, sizeof(lib));
@@ -66,11 +82,12 @@ static int load_client(struct daemon *d, int pid, unsigned long long interval, i
 		 d->socket[0] ? " socket=" : "", d->socket, verbose > 2 ? " debug=1" : "");
 	hold_termination(&old);
 	rc = hp_inject_attach(pid, real, cfg, &it, err, sizeof(err));
-	sigprocmask(SIG_SETMASK, &old, NULL);
 	if (rc < 0) {
+		inject_cancelled = NULL;
 		finish_daemon(d);
 		die("attach %d: %s", pid, err);
 	}
+	release_termination(&old);
 	if (rc == 0 && verbose)
 		note("loaded the client into pid %d (stopped for %llu us, %d look%s for a safe point)",
 		     pid, (unsigned long long)it.stopped_us, it.tries, it.tries == 1 ? "" : "s");
@@ -87,13 +104,13 @@ static int load_client(struct daemon *d, int pid, unsigned long long interval, i
 static int unload_client(int pid)
 {
 	struct inject_times it;
+	struct held_term old;
 	char err[1024];
-	sigset_t old;
 	int rc;
 
 	hold_termination(&old);
 	rc = hp_inject_detach(pid, &it, err, sizeof(err));
-	sigprocmask(SIG_SETMASK, &old, NULL);
+	release_termination(&old);
 
 	if (rc == -ESRCH)
 		return 0;	/* it exited meanwhile: nothing is left to take out */

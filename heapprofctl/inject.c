@@ -659,10 +659,12 @@ int hp_inject_attach(pid_t pid, const char *lib, const char *config, struct inje
 
 	memset(tt, 0, sizeof(*tt));
 	memset(&ob, 0, sizeof(ob));
+	rc_tick_start();
 	rc = preflight(pid, lib, &tm, &ob, &id, err, errlen);
 	if (!rc)
 		rc = find_fns(pid, &ob, lib, "heapprofd_client_attach", &f, err, errlen);
 	if (rc) {
+		rc_tick_stop();
 		free_objs(&ob);
 		tmaps_free(&tm);
 		return rc;
@@ -700,6 +702,7 @@ int hp_inject_attach(pid_t pid, const char *lib, const char *config, struct inje
 	}
 out:
 	let_go(&s);
+	rc_tick_stop();
 	tt->stopped_us = mono_us() - t0;
 	free_objs(&ob);
 	tmaps_free(&tm);
@@ -718,6 +721,7 @@ int hp_inject_detach(pid_t pid, struct inject_times *tt, char *err, size_t errle
 	int rc, inj = 0, busy;
 
 	memset(tt, 0, sizeof(*tt));
+	memset(&ob, 0, sizeof(ob));
 	if ((rc = read_status(pid, status, sizeof(status), err, errlen)) != 0)
 		return rc;
 	if ((rc = tmaps_read(pid, &tm)) != 0 || target_id_read(pid, &id)) {
@@ -725,14 +729,14 @@ int hp_inject_detach(pid_t pid, struct inject_times *tt, char *err, size_t errle
 		tmaps_free(&tm);
 		return -ESRCH;
 	}
+	rc_tick_start();
 	if (find_objs(pid, &tm, &ob, err, errlen) || !ob.have_client ||
-	    client_int(pid, &ob, "heapprofd_client_injected", &inj) || inj != 2) {
-		free_objs(&ob);
-		tmaps_free(&tm);
-		return 1;	/* preloaded, or not attached by us: nothing here */
-	}
-	if ((rc = tobj_sym(pid, &ob.client, "heapprofd_client_detach", &fn)) != 0) {
+	    client_int(pid, &ob, "heapprofd_client_injected", &inj) || inj != 2)
+		rc = 1;	/* preloaded, or not attached by us: nothing here */
+	else if ((rc = tobj_sym(pid, &ob.client, "heapprofd_client_detach", &fn)) != 0)
 		snprintf(err, errlen, "cannot read the client's file in pid %d", (int)pid);
+	if (rc) {
+		rc_tick_stop();
 		free_objs(&ob);
 		tmaps_free(&tm);
 		return rc;
@@ -770,6 +774,7 @@ int hp_inject_detach(pid_t pid, struct inject_times *tt, char *err, size_t errle
 	}
 out:
 	let_go(&s);
+	rc_tick_stop();
 	tt->stopped_us = mono_us() - t0;
 	free_objs(&ob);
 	tmaps_free(&tm);

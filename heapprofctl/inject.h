@@ -146,6 +146,12 @@ int remote_call(struct stopset *s, struct sthread *t, int others_run, uint64_t f
 int remote_read(pid_t pid, uint64_t addr, void *buf, size_t len);
 /* A NUL-terminated string of at most len - 1 bytes. */
 int remote_str(pid_t pid, uint64_t addr, char *buf, size_t len);
+/* A SIGALRM every 10 ms, without SA_RESTART, from start to stop (they
+ * nest): no system call of the attach (an open() of a FIFO inside
+ * libunwind, say) blocks longer than that, and every wait looks at
+ * inject_cancelled. */
+void rc_tick_start(void);
+void rc_tick_stop(void);
 /* Asked at every wait: non-zero ends the attach (Ctrl-C), leaving the
  * process as it was or, during a call, to finish it alone. */
 extern int (*inject_cancelled)(void);

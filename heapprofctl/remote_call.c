@@ -429,20 +429,39 @@ static int wait_return(struct stopset *s, struct sthread *t, int others_run, uin
 	}
 }
 
+static struct itimerval old_tick;
+static struct sigaction old_alarm;
+static int ticking;
+
+void rc_tick_start(void)
+{
+	struct itimerval tick = { { 0, 10000 }, { 0, 10000 } };
+	struct sigaction sa;
+
+	if (ticking++)
+		return;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_alarm;	/* no SA_RESTART: a blocked call returns EINTR */
+	sigaction(SIGALRM, &sa, &old_alarm);
+	setitimer(ITIMER_REAL, &tick, &old_tick);
+}
+
+void rc_tick_stop(void)
+{
+	if (!ticking || --ticking)
+		return;
+	setitimer(ITIMER_REAL, &old_tick, NULL);
+	sigaction(SIGALRM, &old_alarm, NULL);
+}
+
 static int run_call(struct stopset *s, struct sthread *t, int others_run, uint64_t *result,
 		    char *err, size_t errlen)
 {
-	struct itimerval tick = { { 0, 10000 }, { 0, 10000 } }, old_tick;
-	struct sigaction sa, old_sa;
 	int rc;
 
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_alarm;	/* no SA_RESTART: waitpid returns EINTR */
-	sigaction(SIGALRM, &sa, &old_sa);
-	setitimer(ITIMER_REAL, &tick, &old_tick);
+	rc_tick_start();
 	rc = wait_return(s, t, others_run, result, err, errlen);
-	setitimer(ITIMER_REAL, &old_tick, NULL);
-	sigaction(SIGALRM, &old_sa, NULL);
+	rc_tick_stop();
 	return rc;
 }
 
