@@ -428,12 +428,24 @@ static struct prof *oldest(uid_t uid, const char *keep)
 	return o;
 }
 
+/* "at most 100 profiles, 256.0 MiB" */
+static const char *bounds_str(char *buf, size_t len)
+{
+	const struct hpd_budget_cfg *c = &hpd_budget_cfg;
+	char b[32], n[32];
+
+	snprintf(n, sizeof(n), "%llu", (unsigned long long)c->max_profiles);
+	snprintf(buf, len, "at most %s profiles, %s", c->max_profiles ? n : "any number of",
+		 c->max_bytes ? hpd_budget_size_str(c->max_bytes, b, sizeof(b)) : "any size");
+	return buf;
+}
+
 /* Remove uid's oldest profiles (but keep) until it is within its budget. */
 static void enforce(uid_t uid, const char *keep)
 {
 	const struct hpd_budget_cfg *c = &hpd_budget_cfg;
 	uint64_t count, bytes;
-	char b1[32], b2[32];
+	char b1[32], b2[80];
 
 	for (;;) {
 		struct prof *p;
@@ -445,11 +457,9 @@ static void enforce(uid_t uid, const char *keep)
 		p = oldest(uid, keep);
 		if (!p)
 			return;
-		hpd_log(HPD_INFO, "output budget: uid %u has %llu profiles, %s (at most %llu, %s): removed its oldest, %s/%s.*",
+		hpd_log(HPD_INFO, "output budget: uid %u has %llu profiles, %s (%s): removed its oldest, %s/%s.*",
 			(unsigned)uid, (unsigned long long)count, hpd_budget_size_str(bytes, b1, sizeof(b1)),
-			(unsigned long long)c->max_profiles,
-			c->max_bytes ? hpd_budget_size_str(c->max_bytes, b2, sizeof(b2)) : "no byte bound",
-			outdir, p->key);
+			bounds_str(b2, sizeof(b2)), outdir, p->key);
 		remove_files(p);
 		stats.removed++;
 		drop(p);
@@ -474,8 +484,8 @@ int hpd_budget_init(const char *dir)
 	struct statvfs sv;
 	size_t nuids = 0;
 	uid_t *uids;
+	int fd, rc;
 	DIR *d;
-	int fd;
 
 	clear();
 	memset(&stats, 0, sizeof(stats));
@@ -490,10 +500,13 @@ int hpd_budget_init(const char *dir)
 	outdir_fd = fd;
 	if (!fstatvfs(fd, &sv) && sv.f_frsize)
 		outdir_block = (uint32_t)(sv.f_frsize < (1U << 20) ? sv.f_frsize : (1U << 20));
-	d = fdopendir(fcntl(fd, F_DUPFD_CLOEXEC, 0));
+	rc = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	d = rc < 0 ? NULL : fdopendir(rc);
 	if (!d) {
 		hpd_log(HPD_WARN, "output budget: cannot read %s: %s", dir, strerror(errno));
-		return -errno;
+		if (rc >= 0)
+			close(rc);
+		return -EIO;
 	}
 	while ((de = readdir(d)) != NULL) {
 		char key[NAME_MAX + 1];
@@ -529,11 +542,8 @@ int hpd_budget_init(const char *dir)
 	for (size_t k = 0; k < nuids; k++)
 		enforce(uids[k], NULL);
 	free(uids);
-	hpd_log(HPD_INFO, "output budget: %zu profiles in %s; per user at most %llu profiles, %s%s",
-		nprofs, dir, (unsigned long long)hpd_budget_cfg.max_profiles,
-		hpd_budget_cfg.max_bytes ? "" : "no byte bound",
-		hpd_budget_cfg.max_bytes ? hpd_budget_size_str(hpd_budget_cfg.max_bytes,
-			(char[32]){ 0 }, 32) : "");
+	hpd_log(HPD_INFO, "output budget: %zu profiles in %s; each user keeps %s", nprofs, dir,
+		bounds_str((char[80]){ 0 }, 80));
 	return 0;
 }
 
