@@ -93,6 +93,7 @@ struct hpd_session *hpd_session_new(enum hpd_transport t, pid_t pid, const char 
 	s->conn_fd = s->wake_fd = s->ring_fd = -1;
 	s->maps_fd = s->mem_fd = s->exe_fd = -1;
 	s->pidfd = s->proc_fd = -1;
+	s->uid = (uid_t)-1;	/* until the transport learns it */
 	s->next = hpd_sessions;
 	hpd_sessions = s;
 	return s;
@@ -711,10 +712,26 @@ static void copy_totals(struct hpd_session *s)
 	hp_proc_set_totals(s->proc, &c);
 }
 
+/* "svg, folded" */
+static void format_names(unsigned f, char *buf, size_t len)
+{
+	static const struct { unsigned f; const char *name; } n[] = {
+		{ HP_OUT_PPROF, "pprof" }, { HP_OUT_FOLDED, "folded" },
+		{ HP_OUT_TEXT, "text" }, { HP_OUT_SVG, "SVG" },
+	};
+	size_t o = 0;
+
+	buf[0] = 0;
+	for (size_t i = 0; i < sizeof(n) / sizeof(n[0]) && o < len; i++)
+		if (f & n[i].f)
+			o += snprintf(buf + o, len - o, "%s%s", o ? ", " : "", n[i].name);
+}
+
 int hpd_session_dump(struct hpd_session *s, unsigned which, char *path, size_t pathlen)
 {
-	char prefix[640];
-	int rc;
+	char prefix[640], dflt[sizeof(s->prefix)];
+	struct hp_out_limit lim;
+	int rc, bounded, charged;
 
 	if (!s->proc)
 		return -ENOENT;
@@ -723,13 +740,35 @@ int hpd_session_dump(struct hpd_session *s, unsigned which, char *path, size_t p
 		snprintf(prefix, sizeof(prefix), "%s.%04u", s->prefix, ++s->dumps);
 	else
 		snprintf(prefix, sizeof(prefix), "%s", s->prefix);
-	rc = hp_proc_dump_why(s->proc, prefix, s->formats, which, s->dump_error,
-			      sizeof(s->dump_error));
-	if (rc < 0)
-		hpd_log(HPD_ERR, "pid %d: writing %s.* failed: %s", (int)s->pid, prefix,
-			s->dump_error);
-	else
-		hpd_log(HPD_INFO, "pid %d: wrote %s.*", (int)s->pid, prefix);
+	/* What the system policy writes to the output directory is charged
+	 * to the process's user (out_budget.c); every dump keeps the
+	 * file system's reserve. */
+	hpd_default_prefix(s, dflt, sizeof(dflt));
+	charged = !strcmp(s->prefix, dflt);
+	bounded = hpd_budget_begin(s->uid, prefix, charged, &lim, s->dump_error,
+				   sizeof(s->dump_error));
+	if (bounded < 0) {
+		rc = bounded;
+		hpd_log(HPD_WARN, "pid %d (uid %d): %s.* not written: %s", (int)s->pid, (int)s->uid,
+			prefix, s->dump_error);
+	} else {
+		rc = hp_proc_dump_limited(s->proc, prefix, s->formats, which, bounded ? &lim : NULL,
+					  s->dump_error, sizeof(s->dump_error));
+		if (bounded)
+			hpd_budget_end(s->uid, prefix, charged, &lim, rc);
+		if (rc < 0) {
+			hpd_log(HPD_ERR, "pid %d: writing %s.* failed: %s", (int)s->pid, prefix,
+				s->dump_error);
+		} else if (bounded && lim.left_out) {
+			char f[64];
+
+			format_names(lim.left_out, f, sizeof(f));
+			hpd_log(HPD_WARN, "pid %d (uid %d): wrote %s.* without its %s: %s", (int)s->pid,
+				(int)s->uid, prefix, f, lim.why);
+		} else {
+			hpd_log(HPD_INFO, "pid %d: wrote %s.*", (int)s->pid, prefix);
+		}
+	}
 	if (path)
 		snprintf(path, pathlen, "%s", prefix);
 	return rc;

@@ -137,7 +137,19 @@ static void ctl_sessions(int fd)
 	struct list_out lo;
 	size_t n;
 
-	n = snprintf(out, sizeof(out), "ok\n");
+	n = snprintf(out, sizeof(out), "ok");
+	{
+		/* What the output budget did (out_budget.c), on the "ok" line. */
+		struct hpd_budget_stats bs;
+
+		hpd_budget_get_stats(&bs);
+		hpc_putu(out, sizeof(out), "budget_removed", bs.removed);
+		hpc_putu(out, sizeof(out), "refused_space", bs.refused_space);
+		hpc_putu(out, sizeof(out), "refused_user", bs.refused_user);
+		hpc_putu(out, sizeof(out), "left_out", bs.left_out);
+		n = strlen(out);
+		n += snprintf(out + n, sizeof(out) - n, "\n");
+	}
 	for (s = hpd_sessions; s && n < sizeof(out) - 512; s = s->next) {
 		if (s->ending)
 			continue;
@@ -256,7 +268,8 @@ static void ctl_request(struct ctlconn *c, char *m)
 			hpd_session_drain(s, 0);
 			if (hpd_session_dump(s, HP_DUMP_NOW, path, sizeof(path)) < 0) {
 				snprintf(rep, sizeof(rep), "err");
-				hpc_put(rep, sizeof(rep), "msg", "writing the profile failed (see the daemon's log)");
+				hpc_put(rep, sizeof(rep), "msg", s->dump_error[0] ? s->dump_error :
+					"writing the profile failed (see the daemon's log)");
 			} else {
 				hpc_put(rep, sizeof(rep), "prefix", path);
 			}

@@ -83,6 +83,12 @@ static void usage(FILE *f)
 "  --ctl PATH             control socket for heapprofctl (default $%s or %s)\n"
 "  --output-dir DIR       where profiles of sessions nobody asked for go\n"
 "                         (default /var/lib/heapprofd)\n"
+"  --user-max-profiles N  profiles each user keeps in DIR, oldest removed\n"
+"                         first (default 100; 0: no bound; private: 0)\n"
+"  --user-max-bytes SIZE  disk their profiles take, per user (default 256M;\n"
+"                         0: no bound; private: 0); K, M, G, T: KiB, MiB...\n"
+"  --min-free SIZE|N%%     free space no dump takes, on any file system\n"
+"                         (default 5%% of it, at most 1G; 0: none; private: 0)\n"
 "  --transport auto|kernel|socket   (default auto: both when the module is loaded)\n"
 "  -i, --interval BYTES   sampling interval for sessions attached by policy\n"
 "  --continuous-dump MS   dump those sessions every MS milliseconds\n"
@@ -100,6 +106,9 @@ int main(int argc, char **argv)
 		{ "socket", required_argument, NULL, 's' },
 		{ "ctl", required_argument, NULL, 'c' },
 		{ "output-dir", required_argument, NULL, 'o' },
+		{ "user-max-profiles", required_argument, NULL, 'B' },
+		{ "user-max-bytes", required_argument, NULL, 'B' },
+		{ "min-free", required_argument, NULL, 'B' },
 		{ "transport", required_argument, NULL, 't' },
 		{ "interval", required_argument, NULL, 'i' },
 		{ "continuous-dump", required_argument, NULL, 'C' },
@@ -116,7 +125,7 @@ int main(int argc, char **argv)
 	struct hp_pipeline_opts po;
 	struct hpd_rule *dflt;
 	uint64_t last_tick = 0;
-	int ready_fd = -1, opt, rc, kmod_ok = 0;
+	int ready_fd = -1, opt, rc, kmod_ok = 0, li;
 	unsigned continuous = 0;
 	unsigned long long v;
 	int dump_at_max = 0;
@@ -140,8 +149,16 @@ int main(int argc, char **argv)
 			(unsigned)strtoul(getenv("HEAPPROFD_TEST_ENABLE_DELAY_MS"), NULL, 10);
 	hpd_opts.outdir = "/var/lib/heapprofd";
 	hpd_opts.workers = 2;
-	while ((opt = getopt_long(argc, argv, "i:vqh", lo, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "i:vqh", lo, &li)) != -1) {
+		char why[300];
+
 		switch (opt) {
+		case 'B':	/* the output budget's (out_budget.c) */
+			if (hpd_budget_option(lo[li].name, optarg, why, sizeof(why))) {
+				fprintf(stderr, "heapprofd: %s\n", why);
+				return 2;
+			}
+			break;
 		case 's': hpd_opts.socket_path = optarg; break;
 		case 'c': hpd_opts.ctl_path = optarg; break;
 		case 'o': hpd_opts.outdir = optarg; break;
@@ -187,6 +204,7 @@ int main(int argc, char **argv)
 		}
 	}
 	hpd_opts.attach_all_default = !hpd_opts.private_mode;
+	hpd_budget_defaults(hpd_opts.private_mode);
 	raise_fd_limit();
 
 	sigemptyset(&ss);
@@ -221,6 +239,8 @@ int main(int argc, char **argv)
 		if (mkdir(hpd_opts.outdir, 0750) < 0 && errno != EEXIST)
 			hpd_log(HPD_WARN, "cannot create %s: %s", hpd_opts.outdir, strerror(errno));
 	}
+	/* What each user has there already counts (a restart keeps the budget). */
+	hpd_budget_init(hpd_opts.outdir);
 
 	if (hpd_opts.transport != 2) {
 		rc = hpd_kernel_init();
@@ -295,6 +315,7 @@ int main(int argc, char **argv)
 	hpd_sessions_finish();
 	hpd_sessions_reap();
 	hp_pipeline_free(hpd_pipe);
+	hpd_budget_fini();
 	if (hpd_opts.transport != 1)
 		unlink(hpd_opts.socket_path);
 	unlink(hpd_opts.ctl_path);

@@ -11,6 +11,7 @@
  *   transport_scan.c    attaching to a dormant client that has no daemon socket
  *   process.c     the process behind a session: pidfd, /proc dir, identity
  *   rules.c       which sessions to attach and where their profiles go
+ *   out_budget.c  what may be written: a budget per user, free space kept
  *   log.c         logging
  *
  * One thread runs all of this; the pipeline unwinds on its own workers.
@@ -74,6 +75,61 @@ struct hpd_rule *hpd_rule_owned_by(struct hpd_ctlconn *o);
 #define HPD_PENDING_PER_UID	32	/* ... of one uid */
 #define HPD_SESSIONS_PER_UID	256	/* user-space transport sessions of one uid */
 #define HPD_ACCEPT_BACKOFF_MS	100	/* out of fds: stop accepting this long */
+
+/* ---- out_budget.c: what the daemon may write (admin guide, Limits) ---- */
+#define HPD_BUDGET_PROFILES	100		/* profiles per uid in the output dir */
+#define HPD_BUDGET_BYTES	(256ULL << 20)	/* their disk, per uid */
+#define HPD_MIN_FREE_PCT	5		/* free space kept: this % of the fs, */
+#define HPD_MIN_FREE_CAP	(1ULL << 30)	/* ... at most this */
+#define HPD_DUMP_FILES_MAX	8		/* files of one dump (now and peak) */
+
+struct hpd_budget_cfg {
+	uint64_t max_profiles;		/* per uid; 0: no bound */
+	uint64_t max_bytes;		/* per uid; 0: no bound */
+	uint64_t min_free;		/* bytes kept free (when min_free_pct is 0) */
+	unsigned min_free_pct;		/* or this % of the file system, */
+	uint64_t min_free_cap;		/* at most this (0: no cap) */
+};
+extern struct hpd_budget_cfg hpd_budget_cfg;
+
+struct hpd_budget_stats {
+	uint64_t removed;		/* profiles removed for a user's budget */
+	uint64_t refused_space;		/* dumps refused: the free space kept */
+	uint64_t refused_user;		/* dumps refused: a user's bytes */
+	uint64_t left_out;		/* dumps written without some formats */
+};
+
+/* --user-max-profiles, --user-max-bytes, --min-free: 0, or -1 with why. */
+int hpd_budget_option(const char *name, const char *arg, char *why, size_t wl);
+/* The options not given take the defaults of a system or private daemon. */
+void hpd_budget_defaults(int private_mode);
+/* Count what the output directory holds (and remove unfinished temporary
+ * files); each user over the budget loses its oldest profiles now. */
+int hpd_budget_init(const char *outdir);
+void hpd_budget_fini(void);
+struct hp_out_limit;
+/*
+ * Before a dump to prefix of uid's process (charged: it goes to the output
+ * directory under the user's budget): 0 no bound, 1 lim filled (pass it to
+ * hp_proc_dump_limited), or -errno with why: refused (no room kept).
+ */
+int hpd_budget_begin(uid_t uid, const char *prefix, int charged, struct hp_out_limit *lim,
+		     char *why, size_t wl);
+/* After it (rc: the dump's): the profile counted, the oldest over the budget removed. */
+void hpd_budget_end(uid_t uid, const char *prefix, int charged, struct hp_out_limit *lim,
+		    int rc);
+void hpd_budget_get_stats(struct hpd_budget_stats *st);
+/* uid's profiles in the output directory and their disk. */
+void hpd_budget_usage(uid_t uid, uint64_t *count, uint64_t *bytes);
+/* The parts, for the tests. */
+struct statvfs;
+int hpd_budget_parse_size(const char *s, uint64_t *bytes, unsigned *pct, char *why, size_t wl);
+const char *hpd_budget_size_str(uint64_t n, char *buf, size_t len);
+uint64_t hpd_budget_reserve(const struct statvfs *sv);
+int hpd_budget_room(const struct statvfs *sv, const char *dir, uint64_t *room, char *why,
+		    size_t wl);
+int hpd_budget_key(const char *name, char *key, size_t keylen);
+int hpd_budget_is_temp(const char *name);
 
 /* ---- process.c ---- */
 struct hpd_ident {		/* what a process was when it said hello */

@@ -100,14 +100,17 @@ int hpd_kernel_attach(uint64_t session_id, pid_t pid, struct hpd_rule *r)
 	fcntl(cfd, F_SETFD, FD_CLOEXEC);
 	memset(&info, 0, sizeof(info));
 	info.size = sizeof(info);
-	if (ioctl(cfd, HEAPPROFD_IOC_INFO, &info) < 0)
+	if (ioctl(cfd, HEAPPROFD_IOC_INFO, &info) < 0) {
 		memset(info.comm, 0, sizeof(info.comm));
+		info.uid = (uint32_t)-1;
+	}
 	info.comm[sizeof(info.comm) - 1] = 0;
 	s = hpd_session_new(HPD_T_KERNEL, at.pid, info.comm[0] ? info.comm : "?");
 	if (!s) {
 		close(cfd);
 		return -ENOMEM;
 	}
+	s->uid = info.uid;	/* the owner, as the module has it: its profiles' user */
 	s->id = at.session_id;
 	s->conn_fd = cfd;
 	/*

@@ -125,6 +125,11 @@ int hpd_scan_attach(pid_t pid, struct hpd_rule *r, char *err, size_t errlen)
 	}
 	s->ring_fd = fd;
 	s->conn_fd = pidfd;
+	/* Its user (the owner of /proc/PID), for its profiles: read while the
+	 * pidfd still names that process. */
+	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+	if (!stat(path, &st) && !hpd_pidfd_check(pidfd, pid))
+		s->uid = st.st_uid;
 	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
 	s->maps_fd = open(path, O_RDONLY | O_CLOEXEC);
 	snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);

@@ -275,7 +275,7 @@ int simple_request(const char *verb, int pid)
 
 int do_sessions(void)
 {
-	char rep[MSG_MAX], *line, *save = NULL, why[800];
+	char rep[MSG_MAX], *line, *first, *save = NULL, why[800];
 	struct daemon d;
 	int rc;
 
@@ -284,7 +284,7 @@ int do_sessions(void)
 		die("sessions: %s", no_answer(&d, rc, rep, why, sizeof(why)));
 	printf("%-7s %-16s %-8s %-9s %-9s %10s %12s %8s  %s\n", "PID", "COMM", "SESSION",
 	       "TRANSPORT", "STATE", "RECORDS", "BYTES", "DROPPED", "OUTPUT");
-	line = strtok_r(rep, "\n", &save);	/* "ok" */
+	first = strtok_r(rep, "\n", &save);	/* "ok", the output budget's counts */
 	while ((line = strtok_r(NULL, "\n", &save)) != NULL) {
 		char comm[32], tr[16], state[16], pfx[PATH_MAX];
 		unsigned long long id, rec, bytes, drop;
@@ -295,6 +295,11 @@ int do_sessions(void)
 			printf("%-7d %-16s %-8llu %-9s %-9s %10llu %12llu %8llu  %s\n", pid, comm, id,
 			       tr, state, rec, bytes, drop, pfx);
 	}
+	if (first && (hpc_getu(first, "budget_removed", 0) || hpc_getu(first, "refused_space", 0) ||
+		      hpc_getu(first, "refused_user", 0) || hpc_getu(first, "left_out", 0)))
+		printf("output: %llu profiles removed over a user's budget; dumps refused: %llu for the free space kept, %llu over a user's budget; %llu written without some formats\n",
+		       hpc_getu(first, "budget_removed", 0), hpc_getu(first, "refused_space", 0),
+		       hpc_getu(first, "refused_user", 0), hpc_getu(first, "left_out", 0));
 	close(d.fd);
 	return 0;
 }

@@ -131,6 +131,37 @@ int hp_out_open(struct hp_out *o, const char *final, mode_t mode)
 	return 0;
 }
 
+void hp_out_set_limit(struct hp_out *o, struct hp_out_limit *lim)
+{
+	o->limit = lim;
+}
+
+/* The whole blocks a file of n bytes takes. */
+static uint64_t in_blocks(uint64_t n, uint32_t blk)
+{
+	return (n + blk - 1) / blk * blk;
+}
+
+/* Charge len more bytes to the limit, or fail without writing them. */
+static int charge(struct hp_out *o, size_t len)
+{
+	struct hp_out_limit *l = o->limit;
+	uint32_t blk = l->block ? l->block : 4096;
+	uint64_t more = in_blocks(o->written + len, blk) - in_blocks(o->written, blk);
+
+	if (l->used > l->max || more > l->max - l->used) {
+		o->over = 1;
+		o->err = l->err ? l->err : EFBIG;
+		snprintf(o->why, sizeof(o->why), "%.*s: not written: %.*s", HP_OUT_PATH_MAX - 512,
+			 o->final, (int)sizeof(l->why), l->why[0] ? l->why : strerror(o->err));
+		return -o->err;
+	}
+	l->used += more;
+	o->charged += more;
+	o->written += len;
+	return 0;
+}
+
 int hp_out_write(struct hp_out *o, const void *buf, size_t len)
 {
 	const char *p = buf;
@@ -141,6 +172,8 @@ int hp_out_write(struct hp_out *o, const void *buf, size_t len)
 		hp_out_fail(o, EBADF, "writing");
 		return -o->err;
 	}
+	if (o->limit && charge(o, len))
+		return -o->err;
 	while (len) {
 		ssize_t n = write(o->fd, p, len);
 
@@ -196,6 +229,11 @@ int hp_out_close(struct hp_out *o)
 		o->f = NULL;
 	}
 	if (o->fd >= 0) {
+		/* The owner's before it has its name: nobody sees it root's. A
+		 * daemon that may not chown keeps it (the limit says so). */
+		if (!o->err && o->limit && o->limit->set_owner &&
+		    fchown(o->fd, o->limit->owner, (gid_t)-1) < 0)
+			o->limit->set_owner = 0;
 		if (!o->err && fsync(o->fd) < 0)
 			hp_out_fail(o, errno, "syncing");
 		if (close(o->fd) < 0)
@@ -232,6 +270,11 @@ void hp_out_abort(struct hp_out *o)
 		unlink(o->tmp);
 		o->tmp[0] = 0;
 	}
+	/* What a file that is not in place was charged is free again. */
+	if (o->limit && !o->placed) {
+		o->limit->used -= o->charged < o->limit->used ? o->charged : o->limit->used;
+		o->charged = 0;
+	}
 }
 
 static int put_in_place(struct hp_out *o)
@@ -241,6 +284,7 @@ static int put_in_place(struct hp_out *o)
 		return -o->err;
 	}
 	o->tmp[0] = 0;
+	o->placed = 1;
 	return 0;
 }
 
@@ -272,8 +316,10 @@ int hp_out_commit_all(struct hp_out *v, size_t n, size_t *failed)
 		if ((rc = put_in_place(&v[i])) != 0) {
 			bad = i;
 			/* None or all: take back the ones renamed already. */
-			for (size_t k = 0; k < i; k++)
+			for (size_t k = 0; k < i; k++) {
 				unlink(v[k].final);
+				v[k].placed = 0;
+			}
 		}
 	}
 	if (rc) {

@@ -24,14 +24,33 @@
  *	rc = hp_out_commit(&o);                  -> 0, or -errno and o.why
  * or hp_out_abort(&o) to drop it. Several files that belong together (the
  * four files of a profile): hp_out_commit_all(), all of them or none.
+ *
+ * A bound on what is written (struct hp_out_limit, hp_out_set_limit): the
+ * files sharing one limit together take at most max bytes of disk, counted
+ * in whole blocks as they are written; the write that would pass it fails
+ * with the limit's errno and reason, before anything beyond it reaches the
+ * disk. So a full disk or a user's budget is never overrun, even for a
+ * moment, by a file whose size nobody knew in advance.
  */
 #ifndef HEAPPROFD_OUTFILE_H
 #define HEAPPROFD_OUTFILE_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
 
 #define HP_OUT_PATH_MAX 4096
+
+struct hp_out_limit {
+	uint64_t max;		/* bytes of disk all files under it may take */
+	uint64_t used;		/* charged so far: whole blocks of what was written */
+	uint32_t block;		/* the file system's allocation unit (0: 4096) */
+	int err;		/* errno of a write past max (ENOSPC, EDQUOT) */
+	int set_owner;		/* hand each file to owner before it is renamed */
+	uid_t owner;
+	unsigned left_out;	/* for the caller: what was left out (pipeline's HP_OUT_*) */
+	char why[256];		/* what the bound is, for the message */
+};
 
 struct hp_out {
 	int fd;			/* the temporary file; -1 once closed */
@@ -39,6 +58,11 @@ struct hp_out {
 	int err;		/* the first error (an errno value), 0 = none */
 	int closed;		/* hp_out_close() done */
 	mode_t mode;
+	struct hp_out_limit *limit;	/* NULL: no bound */
+	uint64_t written;	/* bytes written to the file */
+	uint64_t charged;	/* of limit->used, this file's share */
+	int over;		/* a write failed for the limit */
+	int placed;		/* renamed to its final name (its charge stays) */
 	char tmp[HP_OUT_PATH_MAX];
 	char final[HP_OUT_PATH_MAX];
 	char why[HP_OUT_PATH_MAX + 200];	/* what failed and why */
@@ -48,7 +72,11 @@ struct hp_out {
  * 0 or -errno (o->why names what failed; nothing is left behind). */
 int hp_out_open(struct hp_out *o, const char *final, mode_t mode);
 
-/* Write all of buf (retrying short writes). 0 or -errno; the error sticks. */
+/* Put the file under lim (after hp_out_open, before any write). */
+void hp_out_set_limit(struct hp_out *o, struct hp_out_limit *lim);
+
+/* Write all of buf (retrying short writes). 0 or -errno; the error sticks.
+ * Past the limit: -limit->err, o->over set, o->why naming the bound. */
 int hp_out_write(struct hp_out *o, const void *buf, size_t len);
 
 /* A stdio stream onto the file whose write errors stick in o (the errno of
@@ -59,8 +87,9 @@ FILE *hp_out_stdio(struct hp_out *o);
  * value (EIO when unknown); what names the step. The first one sticks. */
 void hp_out_fail(struct hp_out *o, int err, const char *what);
 
-/* Flush, fsync and close the temporary file, checking each. The file
- * stays under its temporary name. 0 or -errno. */
+/* Flush, fsync and close the temporary file, checking each (and give it
+ * to the limit's owner, if it names one). The file stays under its
+ * temporary name. 0 or -errno. */
 int hp_out_close(struct hp_out *o);
 
 /* Is the final name absent or a regular file? 0 or -errno (EEXIST for a
@@ -71,7 +100,8 @@ int hp_out_check(struct hp_out *o);
  * the temporary file. 0 or -errno with o->why. */
 int hp_out_commit(struct hp_out *o);
 
-/* Drop it: close and remove the temporary file. Safe to call twice. */
+/* Drop it: close and remove the temporary file (what it was charged to a
+ * limit is given back). Safe to call twice. */
 void hp_out_abort(struct hp_out *o);
 
 /*

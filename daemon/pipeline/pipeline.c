@@ -1168,9 +1168,15 @@ void hp_proc_sync(struct hp_proc *pr)
  * The files of one profile, all or none (outfile.h): each written to a
  * temporary file, then every one renamed into place. A full disk or a
  * planted link leaves the previous profile and no partial one.
+ *
+ * Under a limit (lim, may be NULL) the formats are written in this order,
+ * pprof first: the first must fit or the profile fails with the limit's
+ * reason; a later one that would pass the limit is left out (named in
+ * lim->left_out) and the next are still tried.
  */
 static int write_one(const struct hp_prof *prof, const char *prefix, const char *mid,
-		     unsigned formats, const char *title, char *why, size_t whylen)
+		     unsigned formats, const char *title, struct hp_out_limit *lim,
+		     char *why, size_t whylen)
 {
 	static const struct { unsigned fmt; const char *ext; } kinds[] = {
 		{ HP_OUT_PPROF, ".pb.gz" }, { HP_OUT_FOLDED, ".folded" },
@@ -1202,6 +1208,8 @@ static int write_one(const struct hp_prof *prof, const char *prefix, const char 
 		bad = n++;
 		if (rc)
 			break;
+		if (lim)
+			hp_out_set_limit(&o[bad], lim);
 		switch (kinds[k].fmt) {
 		case HP_OUT_PPROF:
 			rc = hp_pprof_write_out(prof, &o[bad]);
@@ -1218,6 +1226,13 @@ static int write_one(const struct hp_prof *prof, const char *prefix, const char 
 				hp_out_fail(&o[bad], EIO, "writing");
 			rc = o[bad].err ? -o[bad].err : 0;
 			break;
+		}
+		if (rc && o[bad].over && bad > 0) {
+			/* Past the limit: this one is left out, the next may fit. */
+			lim->left_out |= kinds[k].fmt;
+			hp_out_abort(&o[bad]);
+			n = bad;
+			rc = 0;
 		}
 	}
 	if (!rc)
@@ -1267,6 +1282,12 @@ int hp_proc_dump(struct hp_proc *pr, const char *path_prefix, unsigned formats,
 int hp_proc_dump_why(struct hp_proc *pr, const char *path_prefix, unsigned formats,
 		     unsigned which, char *why, size_t whylen)
 {
+	return hp_proc_dump_limited(pr, path_prefix, formats, which, NULL, why, whylen);
+}
+
+int hp_proc_dump_limited(struct hp_proc *pr, const char *path_prefix, unsigned formats,
+			 unsigned which, struct hp_out_limit *lim, char *why, size_t whylen)
+{
 	char whybuf[HP_OUT_PATH_MAX + 200] = "";
 	struct waiter w = { 0 };
 	char title[128];
@@ -1285,12 +1306,13 @@ int hp_proc_dump_why(struct hp_proc *pr, const char *path_prefix, unsigned forma
 	name_locations(pr, &w, final);
 	snprintf(title, sizeof(title), "%s (pid %d)", pr->comm, (int)pr->pid);
 	if (which & HP_DUMP_NOW)
-		rc = write_one(&w.now, path_prefix, "", formats, title, whybuf, sizeof(whybuf));
+		rc = write_one(&w.now, path_prefix, "", formats, title, lim, whybuf,
+			       sizeof(whybuf));
 	if (!rc && (which & HP_DUMP_PEAK)) {
 		snprintf(title, sizeof(title), "%s (pid %d): at its in-use peak", pr->comm,
 			 (int)pr->pid);
 		rc = write_one(&w.peak, path_prefix, which & HP_DUMP_NOW ? ".peak" : "",
-			       formats, title, whybuf, sizeof(whybuf));
+			       formats, title, lim, whybuf, sizeof(whybuf));
 	}
 	if (rc && why)
 		snprintf(why, whylen, "%s", whybuf);

@@ -124,6 +124,17 @@ int hp_proc_dump(struct hp_proc *pr, const char *path_prefix, unsigned formats,
  */
 int hp_proc_dump_why(struct hp_proc *pr, const char *path_prefix, unsigned formats,
 		     unsigned which, char *why, size_t whylen);
+/*
+ * The same under a bound on what its files may take on disk (outfile.h,
+ * struct hp_out_limit; NULL: none). Formats are written pprof, folded,
+ * text, SVG: one after the first that would pass the bound is left out
+ * (added to lim->left_out) and the profile keeps those that fit; when the
+ * first does not fit, nothing is written and the dump fails with the
+ * limit's errno and reason.
+ */
+struct hp_out_limit;
+int hp_proc_dump_limited(struct hp_proc *pr, const char *path_prefix, unsigned formats,
+			 unsigned which, struct hp_out_limit *lim, char *why, size_t whylen);
 
 /* Wait until every record fed so far is accounted (tests, fuzzing). */
 void hp_proc_sync(struct hp_proc *pr);

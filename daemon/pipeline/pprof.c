@@ -5,12 +5,10 @@
  * `heapprofctl report` and `symbolize`, treating the file as untrusted.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <zlib.h>
 
@@ -76,42 +74,45 @@ static int64_t str_idx(struct strs *s, const char *str)
 	return (int64_t)s->n++;
 }
 
-/* Compress buf into o's file (a dup of its fd: o keeps its own for fsync). */
+/*
+ * Compress buf into o's file as gzip, through hp_out_write: every byte that
+ * reaches the disk passes o's checks (a limit on what may be written stops
+ * the file before it is passed, not after zlib wrote it).
+ */
 static int gz_write(struct hp_out *o, const uint8_t *buf, size_t len)
 {
-	int fd, zrc;
-	gzFile g;
+	uint8_t out[64 << 10];
+	z_stream z;
+	int zrc;
 
 	if (o->err)
 		return -o->err;
-	fd = fcntl(o->fd, F_DUPFD_CLOEXEC, 0);
-	if (fd < 0) {
-		hp_out_fail(o, errno, "writing");
+	memset(&z, 0, sizeof(z));
+	/* 15 + 16: a gzip wrapper, as gzdopen(.., "wb6") wrote. */
+	if (deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+		hp_out_fail(o, ENOMEM, "compressing");
 		return -o->err;
 	}
-	errno = 0;
-	g = gzdopen(fd, "wb6");
-	if (!g) {
-		close(fd);
-		hp_out_fail(o, errno ? errno : ENOMEM, "compressing");
-		return -o->err;
-	}
-	while (len) {
-		unsigned chunk = len > (1U << 30) ? (1U << 30) : (unsigned)len;
+	do {
+		size_t chunk = len > (1U << 30) ? (1U << 30) : len;
 
-		errno = 0;
-		if (gzwrite(g, buf, chunk) != (int)chunk) {
-			hp_out_fail(o, errno ? errno : EIO, "writing");
-			break;
-		}
+		z.next_in = (uint8_t *)buf;
+		z.avail_in = (uInt)chunk;
 		buf += chunk;
 		len -= chunk;
-	}
-	/* The last of the data is written here: a full disk shows up now. */
-	errno = 0;
-	zrc = gzclose(g);
-	if (zrc != Z_OK)
-		hp_out_fail(o, zrc == Z_ERRNO && errno ? errno : EIO, "writing");
+		do {
+			z.next_out = out;
+			z.avail_out = sizeof(out);
+			zrc = deflate(&z, len ? Z_NO_FLUSH : Z_FINISH);
+			if (zrc == Z_STREAM_ERROR) {
+				hp_out_fail(o, EIO, "compressing");
+				break;
+			}
+			if (hp_out_write(o, out, sizeof(out) - z.avail_out))
+				break;
+		} while (z.avail_out == 0);
+	} while (len && !o->err);
+	deflateEnd(&z);
 	return o->err ? -o->err : 0;
 }
 

@@ -2,13 +2,14 @@
 # tests/hostile: the attack programs, the normal program and the
 # root-only library, into build/tests/hostile/. Included by the top-level
 # Makefile (target `hostile`, part of `userspace`, so the VM gets them too);
-# tests/hostile/run runs them.
+# tests/hostile/run and tests/hostile/user-budget run them.
 HOSTILE_SRC := $(CURDIR)/tests/hostile
 HOSTILE_OUT := $(CURDIR)/build/tests/hostile
 HOSTILE_CFLAGS := -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -g
 HOSTILE_HDRS := $(CURDIR)/proto/ring.h $(CURDIR)/proto/socket_proto.h \
 	$(CURDIR)/uapi/linux/heapprofd.h
-HOSTILE_PROGS := $(HOSTILE_OUT)/hostile $(HOSTILE_OUT)/normal $(HOSTILE_OUT)/libhpsecret.so
+HOSTILE_PROGS := $(HOSTILE_OUT)/hostile $(HOSTILE_OUT)/normal $(HOSTILE_OUT)/libhpsecret.so \
+	$(HOSTILE_OUT)/stacks
 
 $(HOSTILE_OUT):
 	mkdir -p $@
@@ -17,6 +18,11 @@ $(HOSTILE_OUT)/hostile: $(HOSTILE_SRC)/hostile.c $(HOSTILE_HDRS) | $(HOSTILE_OUT
 	$(CC) -O1 $(HOSTILE_CFLAGS) -o $@ $< -ldl
 
 $(HOSTILE_OUT)/normal: $(HOSTILE_SRC)/normal.c | $(HOSTILE_OUT)
+	$(CC) -O0 -fno-omit-frame-pointer -fno-inline $(HOSTILE_CFLAGS) -o $@ $<
+
+# Thousands of distinct call stacks (tests/hostile/user-budget): frame
+# pointers and no inlining keep each path a stack of its own.
+$(HOSTILE_OUT)/stacks: $(HOSTILE_SRC)/stacks.c | $(HOSTILE_OUT)
 	$(CC) -O0 -fno-omit-frame-pointer -fno-inline $(HOSTILE_CFLAGS) -o $@ $<
 
 $(HOSTILE_OUT)/libhpsecret.so: $(HOSTILE_SRC)/libsecret.c | $(HOSTILE_OUT)

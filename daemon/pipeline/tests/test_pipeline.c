@@ -2155,6 +2155,37 @@ static void test_outfile(void)
 	snprintf(fin, sizeof(fin), "%s/dump.pb.gz", d);
 	ok(rc && still_keep(v) && access(fin, F_OK) && strstr(why, "dump.svg") && !hidden_left(d),
 	   "outfile: a dump with a link at PREFIX.svg writes none of its files (%s)", why);
+
+	/* Under a limit: two blocks hold the pprof and the folded; the text
+	 * and the SVG are left out, and nothing past the limit is written. */
+	{
+		struct hp_out_limit lim = { .max = 8192, .block = 4096, .err = EDQUOT };
+		char f2[400];
+
+		snprintf(lim.why, sizeof(lim.why), "the test's two blocks");
+		snprintf(alt, sizeof(alt), "%s/lim", d);
+		rc = hp_proc_dump_limited(pr, alt, HP_OUT_PPROF | HP_OUT_TEXT | HP_OUT_SVG |
+					  HP_OUT_FOLDED, HP_DUMP_NOW, &lim, why, sizeof(why));
+		snprintf(fin, sizeof(fin), "%s/lim.pb.gz", d);
+		snprintf(f2, sizeof(f2), "%s/lim.folded", d);
+		ok(!rc && !access(fin, F_OK) && !access(f2, F_OK) &&
+		   lim.left_out == (HP_OUT_TEXT | HP_OUT_SVG) && lim.used <= lim.max && !hidden_left(d),
+		   "outfile: under a 2-block limit the pprof and folded are written, text and SVG left out (%d, %llu bytes charged)",
+		   rc, (unsigned long long)lim.used);
+		snprintf(f2, sizeof(f2), "%s/lim.txt", d);
+		ok(access(f2, F_OK) && errno == ENOENT, "outfile: ... no text file is there");
+		memset(&lim, 0, sizeof(lim));
+		lim.max = 100;
+		lim.err = ENOSPC;
+		snprintf(lim.why, sizeof(lim.why), "the test's 100 bytes");
+		snprintf(alt, sizeof(alt), "%s/none", d);
+		rc = hp_proc_dump_limited(pr, alt, HP_OUT_PPROF | HP_OUT_TEXT, HP_DUMP_NOW, &lim,
+					  why, sizeof(why));
+		snprintf(fin, sizeof(fin), "%s/none.pb.gz", d);
+		ok(rc == -ENOSPC && strstr(why, "the test's 100 bytes") && access(fin, F_OK) &&
+		   !hidden_left(d) && lim.used == 0,
+		   "outfile: a limit the pprof does not fit fails the dump, nothing left (%s)", why);
+	}
 	hp_proc_end(pr);
 
 	/* /dev/full under the stream: the write error is the reason. */
