@@ -243,10 +243,6 @@ static void start_private(struct daemon *d, int want)
 		     dev == -ENOENT ? "module not loaded" : strerror(-dev));
 }
 
-/*
- * Reach a daemon: the system's (or $HEAPPROFD_CTL), else a private one when
- * allowed. want: 0 auto, 1 kernel, 2 socket.
- */
 static void die_timed_out(const char *path) __attribute__((noreturn));
 static void die_timed_out(const char *path)
 {
@@ -267,6 +263,10 @@ int daemon_there(void)
 	return 0;
 }
 
+/*
+ * Reach a daemon: the system's (or $HEAPPROFD_CTL), else a private one when
+ * allowed. want: 0 auto, 1 kernel, 2 socket.
+ */
 void reach_daemon(struct daemon *d, int allow_private, int want)
 {
 	const char *path = ctl_path();

@@ -54,7 +54,8 @@ static int say(char *why, size_t wl, int err, const char *fmt, ...)
 	return -err;
 }
 
-/* Whose links are followed: root's and our own. */
+/* Whose links are followed: root's and our own (in a directory of
+ * theirs that nobody else may change). */
 static int trusted(uid_t uid)
 {
 	return uid == 0 || uid == geteuid();
@@ -145,10 +146,25 @@ int hp_out_dir_open(const char *dir, mode_t mkdir_mode, char *why, size_t wl)
 		}
 		/*
 		 * Another user's link, or any link in another user's
-		 * directory (who may put or swap links there at any moment),
-		 * could send our files anywhere: not followed.
+		 * directory or in one others may write and is not sticky
+		 * (who may put or swap links there at any moment), could send
+		 * our files anywhere: not followed.
 		 */
-		if (fstat(fd, &ds) < 0 || !trusted(st.st_uid) || !trusted(ds.st_uid)) {
+		if (fstat(fd, &ds) < 0) {
+			e = errno;
+			close(nfd);
+			close(fd);
+			return say(why, wl, e, "directory of %s: %s", shown, strerror(e));
+		}
+		if (trusted(st.st_uid) && trusted(ds.st_uid) && (ds.st_mode & (S_IWGRP | S_IWOTH)) &&
+		    !(ds.st_mode & S_ISVTX)) {
+			close(nfd);
+			close(fd);
+			return say(why, wl, EACCES,
+				   "%s is a symbolic link in a directory others may write (mode %04o, "
+				   "not sticky): not following it", shown, (unsigned)(ds.st_mode & 07777));
+		}
+		if (!trusted(st.st_uid) || !trusted(ds.st_uid)) {
 			char whose[64] = "root's";
 
 			if (geteuid())

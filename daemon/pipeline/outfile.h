@@ -17,7 +17,8 @@
  *     the planted entry, never what it points to.
  *   - The directory is opened one component at a time (hp_out_dir_open),
  *     following a symbolic link only when the link and the directory
- *     holding it belong to root or to us (the effective uid): a link that
+ *     holding it belong to root or to us (the effective uid) and that
+ *     directory is writable by nobody else (or sticky): a link that
  *     another user planted or could swap in (fs.protected_symlinks covers
  *     sticky world-writable directories only) fails the open with a
  *     reason. Everything after is relative to that directory's fd: no
@@ -56,7 +57,8 @@ struct hp_out {
 /*
  * The directory dir, opened O_PATH one component at a time: a symbolic
  * link is followed only when it and the directory holding it belong to
- * root or to the effective uid (else EACCES). With mkdir_mode, missing
+ * root or to the effective uid, and that directory is not writable by
+ * group or others unless sticky (else EACCES). With mkdir_mode, missing
  * components are created with it. The fd, or -errno with why saying what.
  */
 int hp_out_dir_open(const char *dir, mode_t mkdir_mode, char *why, size_t wl);

@@ -2199,6 +2199,24 @@ static void test_outfile(void)
 		snprintf(f2, sizeof(f2), "%s/p.pb.gz", vd);
 		ok(!rc && !access(f2, F_OK), "outfile: root's own link in root's directory is followed (%s)",
 		   rc ? why : "written");
+		/* root's link in root's directory that anybody may write: the
+		 * link can be swapped (refused), unless the directory is sticky */
+		for (int sticky = 0; sticky < 2; sticky++) {
+			snprintf(alt, sizeof(alt), "%s/wdir%d", tmpdir, sticky);
+			mkdir(alt, 0755);
+			chmod(alt, sticky ? 01777 : 0777);
+			snprintf(lk, sizeof(lk), "%s/wdir%d/l", tmpdir, sticky);
+			if (symlink(vd, lk))
+				diag("symlink: %s", strerror(errno));
+			snprintf(fin, sizeof(fin), "%s/w%d.pb.gz", lk, sticky);
+			rc = hp_pprof_write(&p, fin, why, sizeof(why));
+			snprintf(f2, sizeof(f2), "%s/w%d.pb.gz", vd, sticky);
+			ok(sticky ? !rc && !access(f2, F_OK) :
+			   rc == -EACCES && access(f2, F_OK) && strstr(why, "others may write"),
+			   "outfile: root's link in a world-writable %s directory is %s (%s)",
+			   sticky ? "sticky" : "non-sticky", sticky ? "followed" : "not followed",
+			   rc ? why : "written");
+		}
 		/* missing directories made by the same walk, none through the link */
 		snprintf(f2, sizeof(f2), "%s/udir/ulink/new/sub", tmpdir);
 		unlink(lk);
