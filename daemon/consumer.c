@@ -74,6 +74,17 @@ uint64_t hpd_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+void hpd_clean_comm(char *out, size_t len, const char *comm)
+{
+	snprintf(out, len, "%s", comm);
+	/* The process chose its name and it ends up in file names and in
+	 * lines of text: no '/', no "..", no space, nothing unprintable. */
+	for (char *c = out; *c; c++)
+		if (*c == '/' || *c == '\\' || (unsigned char)*c < ' ' || (unsigned char)*c > '~' ||
+		    *c == ' ' || (c == out && *c == '.'))
+			*c = '_';
+}
+
 struct hpd_session *hpd_session_new(enum hpd_transport t, pid_t pid, const char *comm)
 {
 	struct hpd_session *s = calloc(1, sizeof(*s));
@@ -84,12 +95,7 @@ struct hpd_session *hpd_session_new(enum hpd_transport t, pid_t pid, const char 
 	s->transport = t;
 	s->id = next_id++;
 	s->pid = pid;
-	snprintf(s->comm, sizeof(s->comm), "%s", comm && *comm ? comm : "unknown");
-	/* The process chose its name and it ends up in file names: no '/', no "..". */
-	for (char *c = s->comm; *c; c++)
-		if (*c == '/' || *c == '\\' || (unsigned char)*c < ' ' || (unsigned char)*c > '~' ||
-		    *c == ' ' || (c == s->comm && *c == '.'))
-			*c = '_';
+	hpd_clean_comm(s->comm, sizeof(s->comm), comm && *comm ? comm : "unknown");
 	s->conn_fd = s->wake_fd = s->ring_fd = -1;
 	s->maps_fd = s->mem_fd = s->exe_fd = -1;
 	s->pidfd = s->proc_fd = -1;

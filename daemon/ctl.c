@@ -118,14 +118,17 @@ static void list_kernel(void *arg, uint64_t id, pid_t pid, const char *comm, uin
 {
 	struct list_out *lo = arg;
 	struct hpd_session *s;
+	char name[32];
 
 	for (s = hpd_sessions; s; s = s->next)
 		if (s->transport == HPD_T_KERNEL && s->id == id && !s->ending)
 			return;
 	if (state == HEAPPROFD_STATE_CLOSED || lo->n >= lo->cap - 512)
 		return;
+	/* a word of a line: the process's own name could end the line */
+	hpd_clean_comm(name, sizeof(name), comm[0] ? comm : "?");
 	lo->n += snprintf(lo->out + lo->n, lo->cap - lo->n, "%d %s %llu module %s 0 0 0 -\n",
-			  (int)pid, comm[0] ? comm : "?", (unsigned long long)id,
+			  (int)pid, name, (unsigned long long)id,
 			  flags & HEAPPROFD_REGISTER_DORMANT ? "dormant" :
 			  state == HEAPPROFD_STATE_ATTACHED ? "attached-elsewhere" : "open");
 }

@@ -208,6 +208,9 @@ extern struct hpd_session *hpd_sessions;
 extern struct hp_pipeline *hpd_pipe;
 
 struct hpd_session *hpd_session_new(enum hpd_transport t, pid_t pid, const char *comm);
+/* A process's name as the daemon uses it (file names, lines of text): '_'
+ * for '/', '\\', space, a leading '.' and anything unprintable. */
+void hpd_clean_comm(char *out, size_t len, const char *comm);
 int hpd_session_map(struct hpd_session *s, int fd, int is_memfd,
 		    uint32_t ctl_size, uint64_t data_size);
 /* Why hpd_session_map refused a ring (rc < 0), for the log. */

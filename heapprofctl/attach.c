@@ -214,20 +214,6 @@ int do_attach(int pid, unsigned secs, const char *out, unsigned long long interv
 	return show_results(20) ? 1 : rc;
 }
 
-/* Does a daemon listen at the control socket? */
-static int daemon_listens(void)
-{
-	const char *path = getenv(CTL_ENV) ? getenv(CTL_ENV) : CTL_DEFAULT;
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0), ok;
-
-	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
-	ok = fd >= 0 && !connect(fd, (struct sockaddr *)&a, sizeof(a));
-	if (fd >= 0)
-		close(fd);
-	return ok;
-}
-
 int simple_request(const char *verb, int pid)
 {
 	char req[256], rep[MSG_MAX], v[PATH_MAX];
@@ -238,7 +224,7 @@ int simple_request(const char *verb, int pid)
 	 * heapprofctl): a client loaded by attach still has its hooks in. */
 	if (!strcmp(verb, "detach") && kill(pid, 0) != 0 && errno == ESRCH)
 		die("detach %d: no such process", pid);
-	if (!strcmp(verb, "detach") && !daemon_listens()) {
+	if (!strcmp(verb, "detach") && !daemon_there()) {
 		rc = unload_client(pid);
 		if (rc > 0) {
 			printf("detach %d: no daemon, no profile; the client's hooks are out\n", pid);
@@ -268,6 +254,7 @@ int simple_request(const char *verb, int pid)
 		return 1;
 	}
 	hpc_get(rep, "prefix", v, sizeof(v));
+	hp_printable(v, sizeof(v), v, sizeof(v), NULL);	/* it may hold the process's name */
 	printf("%s %d: wrote %s.pb.gz %s.svg %s.folded %s.txt\n", verb, pid, v, v, v, v);
 	close(d.fd);
 	return 0;
@@ -291,9 +278,16 @@ int do_sessions(void)
 		int pid;
 
 		if (sscanf(line, "%d %31s %llu %15s %15s %llu %llu %llu %4095s", &pid, comm, &id, tr,
-			   state, &rec, &bytes, &drop, pfx) == 9)
-			printf("%-7d %-16s %-8llu %-9s %-9s %10llu %12llu %8llu  %s\n", pid, comm, id,
-			       tr, state, rec, bytes, drop, pfx);
+			   state, &rec, &bytes, &drop, pfx) != 9)
+			continue;
+		/* A process's name (the module's dormant sessions: as the
+		 * process set it) and the prefix made from it, printable. */
+		hp_printable(comm, sizeof(comm), comm, sizeof(comm), NULL);
+		hp_printable(tr, sizeof(tr), tr, sizeof(tr), NULL);
+		hp_printable(state, sizeof(state), state, sizeof(state), NULL);
+		hp_printable(pfx, sizeof(pfx), pfx, sizeof(pfx), NULL);
+		printf("%-7d %-16s %-8llu %-9s %-9s %10llu %12llu %8llu  %s\n", pid, comm, id, tr,
+		       state, rec, bytes, drop, pfx);
 	}
 	if (first && (hpc_getu(first, "budget_removed", 0) || hpc_getu(first, "refused_space", 0) ||
 		      hpc_getu(first, "refused_user", 0) || hpc_getu(first, "left_out", 0)))

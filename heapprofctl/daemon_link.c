@@ -11,6 +11,11 @@
 
 event_fn on_event;
 
+static const char *ctl_path(void)
+{
+	return getenv(CTL_ENV) ? getenv(CTL_ENV) : CTL_DEFAULT;
+}
+
 static int ctl_connect(const char *path, int *err)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
@@ -26,8 +31,11 @@ static int ctl_connect(const char *path, int *err)
 		*err = errno;
 		return -1;
 	}
-	/* A full listen queue (the daemon stopped or frozen) blocks connect()
-	 * for the send timeout, then it fails with EAGAIN. */
+	/*
+	 * A full listen queue (the daemon stopped or frozen) blocks connect()
+	 * for the send timeout, then it fails with EAGAIN. (A UNIX socket has
+	 * no connect in progress to poll: nonblocking, it fails at once.)
+	 */
 	{
 		struct timeval tv = { CTL_TIMEOUT_MS / 1000, 0 };
 
@@ -69,11 +77,22 @@ int request_to(struct daemon *d, const char *req, char *rep, size_t replen,
 
 	last_timeout_ms = timeout_ms;
 	rep[0] = 0;
-	/* Bounded by SO_SNDTIMEO (ctl_connect) when the daemon reads nothing. */
-	if (send(d->fd, req, strlen(req), MSG_NOSIGNAL) < 0) {
-		if (errno == EAGAIN)
+	/* The send too (a daemon that reads nothing fills the queue) is
+	 * within the one bound of the request. */
+	while (send(d->fd, req, strlen(req), MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+		struct pollfd pf = { d->fd, POLLOUT, 0 };
+		uint64_t now = now_ms();
+		int n;
+
+		if (errno != EAGAIN && errno != EINTR)
+			return -1;
+		n = now >= end ? 0 : poll(&pf, 1, (int)(end - now));
+		if (n < 0 && errno != EINTR)
+			return -1;
+		if (n == 0) {
 			errno = ETIMEDOUT;
-		return -1;
+			return -1;
+		}
 	}
 	for (;;) {
 		struct pollfd pf = { d->fd, POLLIN, 0 };
@@ -115,7 +134,9 @@ const char *no_answer(const struct daemon *d, int rc, const char *rep, char *buf
 	char msg[512] = "";
 
 	if (rc > 0) {
+		/* The daemon's words may quote a process's name or file. */
 		hpc_get(rep, "msg", msg, sizeof(msg));
+		hp_printable(msg, sizeof(msg), msg, sizeof(msg), NULL);
 		snprintf(buf, len, "%s", msg[0] ? msg : "refused without a reason");
 	} else if (errno == ETIMEDOUT) {
 		snprintf(buf, len, "the daemon at %.200s did not answer within %d s (stopped, frozen or overloaded?)",
@@ -222,13 +243,33 @@ static void start_private(struct daemon *d, int want)
 		     dev == -ENOENT ? "module not loaded" : strerror(-dev));
 }
 
+static void die_timed_out(const char *path) __attribute__((noreturn));
+static void die_timed_out(const char *path)
+{
+	die("heapprofd at %s does not accept connections within %d s (stopped, frozen or overloaded?)",
+	    path, CTL_TIMEOUT_MS / 1000);
+}
+
+int daemon_there(void)
+{
+	int err = 0, fd = ctl_connect(ctl_path(), &err);
+
+	if (fd >= 0) {
+		close(fd);
+		return 1;
+	}
+	if (err == ETIMEDOUT)
+		die_timed_out(ctl_path());
+	return 0;
+}
+
 /*
  * Reach a daemon: the system's (or $HEAPPROFD_CTL), else a private one when
  * allowed. want: 0 auto, 1 kernel, 2 socket.
  */
 void reach_daemon(struct daemon *d, int allow_private, int want)
 {
-	const char *path = getenv(CTL_ENV) ? getenv(CTL_ENV) : CTL_DEFAULT;
+	const char *path = ctl_path();
 	char rep[MSG_MAX], why[700];
 	int err = 0, rc;
 
@@ -260,8 +301,7 @@ void reach_daemon(struct daemon *d, int allow_private, int want)
 			if (err == EACCES)
 				die("no permission to talk to heapprofd at %s: it runs as another user (use sudo)", path);
 			if (err == ETIMEDOUT)
-				die("heapprofd at %s does not accept connections within %d s (stopped, frozen or overloaded?)",
-				    path, CTL_TIMEOUT_MS / 1000);
+				die_timed_out(path);
 			die("no heapprofd is reachable at %s (%s): start it (systemctl start heapprofd) or set %s",
 			    path, strerror(err ? err : ENOENT), CTL_ENV);
 		}
@@ -300,12 +340,20 @@ int finish_daemon(struct daemon *d)
 	if (d->private_pid) {
 		/* It exits by itself once we are gone and its sessions are written. */
 		uint64_t t0 = now_ms();
+		int termed = 0;
 
 		while (waitpid(d->private_pid, &st, WNOHANG) == 0) {
-			if (now_ms() - t0 > 30000) {
-				kill(d->private_pid, SIGTERM);
+			uint64_t t = now_ms() - t0;
+
+			if (t > 35000) {
+				/* one that SIGTERM did not end (stopped, say) */
+				kill(d->private_pid, SIGKILL);
 				waitpid(d->private_pid, &st, 0);
 				break;
+			}
+			if (t > 30000 && !termed) {
+				kill(d->private_pid, SIGTERM);
+				termed = 1;
 			}
 			usleep(10000);
 		}

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "dmabuf_info.h"
+#include "printable.h"
 
 #define FDINFO_MAX	16384	/* a DRM fdinfo with many engines stays far below */
 #define LINE_MAX_	512
@@ -123,17 +124,10 @@ static int read_u64_file(const char *path, uint64_t *v)
 	return whole_u64(buf, v) ? -2 : 0;
 }
 
-/* Printable names only: anything else becomes '?'. */
+/* Printable names only (printable.h), and none that breaks a CSV field. */
 static void clean_copy(char *dst, size_t len, const char *src, size_t srclen)
 {
-	size_t i;
-
-	if (!len)
-		return;
-	for (i = 0; i < srclen && i + 1 < len && src[i]; i++)
-		dst[i] = (isprint((unsigned char)src[i]) && src[i] != ',' && src[i] != '"') ?
-			 src[i] : '?';
-	dst[i] = 0;
+	hp_printable(dst, len, src, srclen, ",\"");
 }
 
 /*

@@ -3,6 +3,7 @@
  * heapprofctl, the user's command: what its subcommands share.
  *
  *   main.c         options, the subcommands' dispatch, usage
+ *   printable.c    what other processes chose, made safe for a terminal
  *   util.c         messages, numbers, finding our own files
  *   daemon_link.c  talking to a daemon, or starting a private one
  *   results.c      the events a daemon sends back, and what record prints
@@ -43,6 +44,7 @@
 #include "../daemon/pipeline/pipeline.h"
 #include "../daemon/pipeline/profile.h"
 #include "preload.h"
+#include "printable.h"
 #include "sysfs_stats.h"
 #include "dmabuf_info.h"
 #include "monitor.h"
@@ -65,6 +67,9 @@
 extern int verbose;
 extern int progress;
 extern const char *prog;
+/* The standard error stream before main() made stdout and stderr printable
+ * only (printable.h): for our own progress line alone. */
+extern FILE *raw_stderr;
 
 void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -91,6 +96,10 @@ int recv_msg(int fd, char *buf, size_t len);
 int request_to(struct daemon *d, const char *req, char *rep, size_t replen, int timeout_ms);
 int request(struct daemon *d, const char *req, char *rep, size_t replen);
 const char *no_answer(const struct daemon *d, int rc, const char *rep, char *buf, size_t len);
+/* Does a daemon listen at the control socket? 1 it accepted a connection,
+ * 0 nobody does (no socket, refused, not ours); one that does not accept
+ * within CTL_TIMEOUT_MS (stopped, its queue full) ends the command. */
+int daemon_there(void);
 void reach_daemon(struct daemon *d, int allow_private, int want);
 int finish_daemon(struct daemon *d);
 

@@ -151,9 +151,37 @@ static int run(int argc, char **argv)
 	return 2;
 }
 
+/*
+ * Everything heapprofctl prints goes through hp_printable_stream(): names
+ * and text that other processes chose (and that the places printing them
+ * have made printable already) cannot send a terminal an escape sequence
+ * by a path nobody thought of. Only our own progress line writes to the
+ * terminal directly (its carriage return).
+ */
+FILE *raw_stderr;
+
+static void printable_output(void)
+{
+	FILE *out = hp_printable_stream(stdout), *err;
+
+	raw_stderr = stderr;
+	err = hp_printable_stream(stderr);
+	if (!out || !err) {
+		fprintf(stderr, "%s: cannot set up the output: %s\n", prog, strerror(errno));
+		exit(1);
+	}
+	setvbuf(out, NULL, isatty(STDOUT_FILENO) ? _IOLBF : _IOFBF, BUFSIZ);
+	setvbuf(err, NULL, _IONBF, 0);
+	stdout = out;
+	stderr = err;
+}
+
 int main(int argc, char **argv)
 {
-	int rc = run(argc, argv);
+	int rc;
+
+	printable_output();
+	rc = run(argc, argv);
 
 	/* `heapprofctl sessions > /dev/full`: output lost is a failure. */
 	errno = 0;

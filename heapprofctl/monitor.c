@@ -29,6 +29,7 @@
 
 #include "../uapi/linux/heapprofd.h"
 #include "monitor.h"
+#include "printable.h"
 
 #ifndef SOL_NETLINK
 #define SOL_NETLINK 270
@@ -89,15 +90,11 @@ static int get_u64(const struct nlattr *a, uint64_t *v)
 	return 0;
 }
 
-/* A string attribute, printable characters only. */
+/* A string attribute, printable characters only (printable.h), no space:
+ * the line is key=value words. */
 static void get_str(const struct nlattr *a, char *out, size_t len)
 {
-	const char *s = adata(a);
-	size_t i, n = alen(a);
-
-	for (i = 0; i < n && i + 1 < len && s[i]; i++)
-		out[i] = (s[i] > ' ' && s[i] < 127) ? s[i] : '?';
-	out[i] = 0;
+	hp_printable(out, len, adata(a), alen(a), " ");
 }
 
 struct field { int attr; const char *name; char kind; /* u: u32, U: u64, s: string */ };

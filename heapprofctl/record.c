@@ -27,56 +27,63 @@ const char *out_opt(const char *arg)
 	return out_prefix(arg);
 }
 
+/* The directory part of PREFIX ("." or "/" when it has none). */
+static void prefix_dir(const char *prefix, char *dir, size_t len)
+{
+	const char *slash = strrchr(prefix, '/');
+
+	if (!slash || slash == prefix)
+		snprintf(dir, len, "%s", slash ? "/" : ".");
+	else
+		snprintf(dir, len, "%.*s", (int)(slash - prefix), prefix);
+}
+
 /*
  * Before anything runs: the directory of PREFIX is there (mkdirs_for made
- * it) and writable, PREFIX itself is no directory, and none of the files
- * is something other than a regular file (the daemon would refuse it).
+ * it), reached through no symbolic link another user controls (the
+ * daemon, writing, opens it the same way: hp_out_dir_open) and writable,
+ * PREFIX itself is no directory, and none of the files is something other
+ * than a regular file (the daemon would refuse it).
  */
 void check_output(const char *prefix)
 {
-	char dir[PATH_MAX], path[PATH_MAX + 16];
-	const char *slash = strrchr(prefix, '/');
+	char dir[PATH_MAX], name[PATH_MAX + 16], why[PATH_MAX + 300];
+	const char *base = strrchr(prefix, '/') ? strrchr(prefix, '/') + 1 : prefix;
 	struct stat st;
+	int dfd;
 
-	if (!slash || slash == prefix)
-		snprintf(dir, sizeof(dir), "%s", slash ? "/" : ".");
-	else
-		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - prefix), prefix);
-	if (stat(dir, &st) < 0)
-		die("cannot write the profile to %s.*: directory %s: %s", prefix, dir,
-		    errno == ENOENT ? "does not exist and could not be created" : strerror(errno));
-	if (!S_ISDIR(st.st_mode))
-		die("cannot write the profile to %s.*: %s is not a directory", prefix, dir);
-	if (access(dir, W_OK) < 0)
+	prefix_dir(prefix, dir, sizeof(dir));
+	dfd = hp_out_dir_open(dir, 0, why, sizeof(why));
+	if (dfd < 0)
+		die("cannot write the profile to %s.*: %s%s", prefix, why,
+		    dfd == -ENOENT ? " and could not be created" : "");
+	if (faccessat(dfd, ".", W_OK, 0) < 0)
 		die("cannot write the profile to %s.*: directory %s: %s", prefix, dir, strerror(errno));
-	if (!lstat(prefix, &st) && S_ISDIR(st.st_mode))
+	if (!fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) && S_ISDIR(st.st_mode))
 		die("-o %s: is a directory; give a prefix for the files in it (e.g. -o %s/NAME)", prefix,
 		    prefix);
 	for (size_t k = 0; k < N_OUT_EXT; k++) {
-		snprintf(path, sizeof(path), "%s%s", prefix, out_ext[k]);
-		if (!lstat(path, &st) && !S_ISREG(st.st_mode))
-			die("cannot write the profile to %s: it exists and is not a regular file (%s)", path,
-			    S_ISLNK(st.st_mode) ? "a symbolic link" : S_ISDIR(st.st_mode) ? "a directory" :
-			    "a special file");
+		snprintf(name, sizeof(name), "%s%s", base, out_ext[k]);
+		if (!fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) && !S_ISREG(st.st_mode))
+			die("cannot write the profile to %s%s: it exists and is not a regular file (%s)",
+			    prefix, out_ext[k], S_ISLNK(st.st_mode) ? "a symbolic link" :
+			    S_ISDIR(st.st_mode) ? "a directory" : "a special file");
 	}
+	close(dfd);
 }
 
+/* The directory of PREFIX and those above it, made where missing, by the
+ * same walk (no link another user controls followed): check_output says
+ * what failed. */
 void mkdirs_for(const char *prefix)
 {
-	char tmp[PATH_MAX], *p;
+	char dir[PATH_MAX], why[PATH_MAX + 300];
+	int dfd;
 
-	snprintf(tmp, sizeof(tmp), "%s", prefix);
-	p = strrchr(tmp, '/');
-	if (!p)
-		return;
-	*p = 0;
-	for (p = tmp + 1; *p; p++)
-		if (*p == '/') {
-			*p = 0;
-			mkdir(tmp, 0755);
-			*p = '/';
-		}
-	mkdir(tmp, 0755);
+	prefix_dir(prefix, dir, sizeof(dir));
+	dfd = hp_out_dir_open(dir, 0755, why, sizeof(why));
+	if (dfd >= 0)
+		close(dfd);
 }
 
 /* An absolute prefix: a system daemon does not share our cwd. */
@@ -84,11 +91,16 @@ void abs_prefix(const char *in, char *out, size_t len)
 {
 	char cwd[PATH_MAX];
 
-	if (in[0] == '/' || !getcwd(cwd, sizeof(cwd)))
-		snprintf(out, len, "%s", in);
-	else
-		if (snprintf(out, len, "%s/%s", cwd, in) >= (int)len)
+	if (in[0] == '/') {
+		if (snprintf(out, len, "%s", in) >= (int)len)
 			die("path too long: %s", in);
+		return;
+	}
+	if (!getcwd(cwd, sizeof(cwd)))
+		die("-o %s: the current directory cannot be named (%s); give an absolute path",
+		    in, strerror(errno));
+	if (snprintf(out, len, "%s/%s", cwd, in) >= (int)len)
+		die("path too long: %s", in);
 }
 
 static void setenv_prepend(const char *var, const char *val)
@@ -308,7 +320,8 @@ int do_record(struct rec_opts *o, char **cmd)
 		if (sel)
 			break;	/* interrupted: closing the connection makes the daemon dump the rest */
 		if (progress && now - t_prog >= 1000 && now - t_start >= 2000) {
-			fprintf(stderr, "\r%s: %llu s, %d process(es) being profiled%s ", prog,
+			/* our own text: the one line with a carriage return */
+			fprintf(raw_stderr, "\r%s: %llu s, %d process(es) being profiled%s ", prog,
 				(unsigned long long)(now - t_start) / 1000, nlive,
 				child_done ? ", writing profiles" : "");
 			t_prog = now;
@@ -350,7 +363,7 @@ int do_record(struct rec_opts *o, char **cmd)
 		}
 	}
 	if (progress && t_prog)
-		fputc('\n', stderr);
+		fputc('\n', raw_stderr);
 	finish_daemon(&d);	/* a private daemon finishes the rest and exits */
 	if (!nresults)
 		note("no profile: %s never connected to heapprofd (a static binary, a setuid program, or LD_PRELOAD was dropped)",

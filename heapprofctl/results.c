@@ -26,6 +26,14 @@ struct result *result_for(int pid, unsigned long long sid)
 	return &results[nresults++];
 }
 
+/* A value of the daemon's message that is only shown: comm, reason and
+ * error quote what processes chose. */
+static void get_shown(const char *m, const char *key, char *out, size_t len)
+{
+	hpc_get(m, key, out, len);
+	hp_printable(out, len, out, len, NULL);
+}
+
 void record_event(const char *m)
 {
 	char kind[32], v[PATH_MAX];
@@ -43,14 +51,14 @@ void record_event(const char *m)
 		return;
 	}
 	if (!strcmp(kind, "session")) {
-		hpc_get(m, "comm", r->comm, sizeof(r->comm));
+		get_shown(m, "comm", r->comm, sizeof(r->comm));
 		hpc_get(m, "prefix", r->prefix, sizeof(r->prefix));
 		nlive++;
 		if (progress)
 			note("profiling pid %d (%s)", pid, r->comm);
 	} else if (!strcmp(kind, "done")) {
 		if (!r->comm[0])
-			hpc_get(m, "comm", r->comm, sizeof(r->comm));
+			get_shown(m, "comm", r->comm, sizeof(r->comm));
 		hpc_get(m, "prefix", v, sizeof(v));
 		if (v[0])
 			snprintf(r->prefix, sizeof(r->prefix), "%s", v);
@@ -59,8 +67,8 @@ void record_event(const char *m)
 		r->dropped = hpc_getu(m, "dropped", 0);
 		r->dropped_frees = hpc_getu(m, "dropped_frees", 0);
 		r->dropped_bytes = hpc_getu(m, "dropped_bytes", 0);
-		hpc_get(m, "reason", r->reason, sizeof(r->reason));
-		hpc_get(m, "error", r->error, sizeof(r->error));
+		get_shown(m, "reason", r->reason, sizeof(r->reason));
+		get_shown(m, "error", r->error, sizeof(r->error));
 		if (!r->done)
 			nlive--;
 		r->done = 1;
@@ -78,8 +86,10 @@ void print_top(const char *prefix, int lines)
 	f = fopen(path, "re");
 	if (!f)
 		return;
+	/* The function and file names of a program that may be another user's. */
 	while (n < lines && fgets(line, sizeof(line), f)) {
-		fputs(line, stdout);
+		line[strcspn(line, "\n")] = 0;
+		puts(hp_printable(line, sizeof(line), line, sizeof(line), NULL));
 		n++;
 	}
 	fclose(f);
@@ -147,15 +157,19 @@ int show_results(int top)
 
 	for (i = 0; i < nresults; i++) {
 		struct result *r = &results[i];
-		char path[PATH_MAX + 16];
+		char path[PATH_MAX + 16], pfx[PATH_MAX];
 
 		if (!r->done)
 			continue;
+		/* The prefix names files (kept as it is); shown, it is printable. */
+		hp_printable(pfx, sizeof(pfx), r->prefix, sizeof(r->prefix), NULL);
 		if (!r->ok) {
 			char why[700];
 
 			note("pid %d (%s): the profile %s.* was not written: %s", r->pid, r->comm,
-			     r->prefix, r->error[0] ? r->error : diagnose(r->prefix, why, sizeof(why)));
+			     pfx, r->error[0] ? r->error :
+			     hp_printable(why, sizeof(why), diagnose(r->prefix, why, sizeof(why)),
+					  sizeof(why), NULL));
 			bad = 1;
 			continue;
 		}
@@ -166,7 +180,7 @@ int show_results(int top)
 		for (k = 0; k < N_OUT_EXT; k++) {
 			snprintf(path, sizeof(path), "%s%s", r->prefix, out_ext[k]);
 			if (!access(path, R_OK))
-				printf(" %s", path);
+				printf(" %s%s", pfx, out_ext[k]);
 		}
 		printf("\n");
 		if (r->dropped)
@@ -174,7 +188,7 @@ int show_results(int top)
 			     "(%llu allocation samples, about %llu bytes allocated, and %llu frees): the "
 			     "per-site estimates are biased low by up to that much (see the header of %s.txt)",
 			     r->pid, r->comm, r->dropped, r->dropped - r->dropped_frees,
-			     r->dropped_bytes, r->dropped_frees, r->prefix);
+			     r->dropped_bytes, r->dropped_frees, pfx);
 	}
 	/* The top call sites of the main profile: the recorded pid's last image. */
 	for (i = 0; top && i < nresults; i++) {

@@ -6,8 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "printable.h"
 #include "sysfs_stats.h"
 
+/*
+ * One value: its first line, printable (printable.h). A session's comm is
+ * what its process named itself (prctl, or the name of the file it ran).
+ */
 static int read_val(const char *dir, const char *name, char *out, size_t len)
 {
 	char path[1024];
@@ -22,6 +27,7 @@ static int read_val(const char *dir, const char *name, char *out, size_t len)
 	if (!fgets(out, (int)len, f))
 		out[0] = 0;
 	out[strcspn(out, "\n")] = 0;
+	hp_printable(out, len, out, len, NULL);
 	fclose(f);
 	return 0;
 }

@@ -6,7 +6,7 @@
  *
  *   - The data goes to a new temporary file beside the final name, created
  *     with O_CREAT|O_EXCL|O_NOFOLLOW|O_CLOEXEC under an unpredictable name
- *     (mkostemp): never an existing file, never through a link.
+ *     (getrandom): never an existing file, never through a link.
  *   - Every write, flush, fsync and close is checked; the first error (a
  *     full disk: ENOSPC) is kept and reported, and the temporary file is
  *     removed.
@@ -15,6 +15,14 @@
  *     left alone and the write fails with a reason. rename() itself never
  *     follows a link at the final name, so a swap after the check replaces
  *     the planted entry, never what it points to.
+ *   - The directory is opened one component at a time (hp_out_dir_open),
+ *     following a symbolic link only when the link and the directory
+ *     holding it belong to root or to us (the effective uid) and that
+ *     directory is writable by nobody else (or sticky): a link that
+ *     another user planted or could swap in (fs.protected_symlinks covers
+ *     sticky world-writable directories only) fails the open with a
+ *     reason. Everything after is relative to that directory's fd: no
+ *     later swap of a component redirects the file.
  *
  * Use:
  *	struct hp_out o;
@@ -54,6 +62,8 @@ struct hp_out_limit {
 
 struct hp_out {
 	int fd;			/* the temporary file; -1 once closed */
+	int dfd;		/* its directory (O_PATH), while dir_open */
+	int dir_open;
 	FILE *f;		/* from hp_out_stdio(), closed by close/commit */
 	int err;		/* the first error (an errno value), 0 = none */
 	int closed;		/* hp_out_close() done */
@@ -63,10 +73,19 @@ struct hp_out {
 	uint64_t charged;	/* of limit->used, this file's share */
 	int over;		/* a write failed for the limit */
 	int placed;		/* renamed to its final name (its charge stays) */
-	char tmp[HP_OUT_PATH_MAX];
+	char tmp[HP_OUT_PATH_MAX];	/* the temporary file's name in dfd */
 	char final[HP_OUT_PATH_MAX];
 	char why[HP_OUT_PATH_MAX + 200];	/* what failed and why */
 };
+
+/*
+ * The directory dir, opened O_PATH one component at a time: a symbolic
+ * link is followed only when it and the directory holding it belong to
+ * root or to the effective uid, and that directory is not writable by
+ * group or others unless sticky (else EACCES). With mkdir_mode, missing
+ * components are created with it. The fd, or -errno with why saying what.
+ */
+int hp_out_dir_open(const char *dir, mode_t mkdir_mode, char *why, size_t wl);
 
 /* Create the temporary file for final (mode: 0644, 0600, 0755 as wanted).
  * 0 or -errno (o->why names what failed; nothing is left behind). */
@@ -114,9 +133,10 @@ int hp_out_commit_all(struct hp_out *v, size_t n, size_t *failed);
 
 /*
  * rename(from, to) only when from is a regular file and to is absent or a
- * regular file (lstat, no link followed): for moving profile files that
- * are already written (the daemon's image rotation). ENOENT when from is
- * absent (nothing to move). 0 or -errno with why.
+ * regular file (lstat, no link followed), their directories opened as by
+ * hp_out_dir_open: for moving profile files that are already written (the
+ * daemon's image rotation). ENOENT when from is absent (nothing to move).
+ * 0 or -errno with why.
  */
 int hp_out_rename(const char *from, const char *to, char *why, size_t whylen);
 

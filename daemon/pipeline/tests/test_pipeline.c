@@ -2188,6 +2188,87 @@ static void test_outfile(void)
 	}
 	hp_proc_end(pr);
 
+	/* Links in the directory's path: another user's, or any in another
+	 * user's directory, are not followed (as root: chown makes them so). */
+	if (!geteuid()) {
+		char vd[300], ud[300], lk[330], f2[500];
+		int fd;
+
+		snprintf(vd, sizeof(vd), "%s/vdir", tmpdir);
+		snprintf(ud, sizeof(ud), "%s/udir", tmpdir);
+		mkdir(vd, 0700);
+		mkdir(ud, 0755);
+		if (chown(ud, 65534, 65534))
+			diag("chown: %s", strerror(errno));
+		snprintf(lk, sizeof(lk), "%s/ulink", ud);
+		if (symlink(vd, lk) || lchown(lk, 65534, 65534))
+			diag("symlink/lchown: %s", strerror(errno));
+		snprintf(fin, sizeof(fin), "%s/p.pb.gz", lk);
+		rc = hp_pprof_write(&p, fin, why, sizeof(why));
+		snprintf(f2, sizeof(f2), "%s/p.pb.gz", vd);
+		ok(rc == -EACCES && access(f2, F_OK) && strstr(why, "symbolic link of uid 65534"),
+		   "outfile: a directory link another user owns is not followed (%s)", why);
+		/* root's link, but in the user's directory (swappable): refused */
+		unlink(lk);
+		if (symlink(vd, lk))
+			diag("symlink: %s", strerror(errno));
+		rc = hp_pprof_write(&p, fin, why, sizeof(why));
+		ok(rc == -EACCES && access(f2, F_OK) && strstr(why, "in a directory of uid 65534"),
+		   "outfile: root's link in another user's directory is not followed (%s)", why);
+		/* the move of a written profile through that link: refused too */
+		snprintf(alt, sizeof(alt), "%s/moved.pb.gz", lk);
+		snprintf(f2, sizeof(f2), "%s/a.pb.gz", d);
+		rc = hp_out_rename(f2, alt, why, sizeof(why));
+		ok(rc == -EACCES && !access(f2, F_OK),
+		   "outfile: a rename into a directory behind such a link is refused (%s)", why);
+		/* root's link in root's directory: followed */
+		snprintf(lk, sizeof(lk), "%s/rlink", d);
+		if (symlink(vd, lk))
+			diag("symlink: %s", strerror(errno));
+		snprintf(fin, sizeof(fin), "%s/p.pb.gz", lk);
+		rc = hp_pprof_write(&p, fin, why, sizeof(why));
+		snprintf(f2, sizeof(f2), "%s/p.pb.gz", vd);
+		ok(!rc && !access(f2, F_OK), "outfile: root's own link in root's directory is followed (%s)",
+		   rc ? why : "written");
+		/* root's link in root's directory that anybody may write: the
+		 * link can be swapped (refused), unless the directory is sticky */
+		for (int sticky = 0; sticky < 2; sticky++) {
+			snprintf(alt, sizeof(alt), "%s/wdir%d", tmpdir, sticky);
+			mkdir(alt, 0755);
+			chmod(alt, sticky ? 01777 : 0777);
+			snprintf(lk, sizeof(lk), "%s/wdir%d/l", tmpdir, sticky);
+			if (symlink(vd, lk))
+				diag("symlink: %s", strerror(errno));
+			snprintf(fin, sizeof(fin), "%s/w%d.pb.gz", lk, sticky);
+			rc = hp_pprof_write(&p, fin, why, sizeof(why));
+			snprintf(f2, sizeof(f2), "%s/w%d.pb.gz", vd, sticky);
+			ok(sticky ? !rc && !access(f2, F_OK) :
+			   rc == -EACCES && access(f2, F_OK) && strstr(why, "others may write"),
+			   "outfile: root's link in a world-writable %s directory is %s (%s)",
+			   sticky ? "sticky" : "non-sticky", sticky ? "followed" : "not followed",
+			   rc ? why : "written");
+		}
+		/* missing directories made by the same walk, none through the link */
+		snprintf(f2, sizeof(f2), "%s/udir/ulink/new/sub", tmpdir);
+		unlink(lk);
+		snprintf(lk, sizeof(lk), "%s/ulink", ud);
+		unlink(lk);
+		if (symlink(vd, lk) || lchown(lk, 65534, 65534))
+			diag("symlink/lchown: %s", strerror(errno));
+		fd = hp_out_dir_open(f2, 0755, why, sizeof(why));
+		snprintf(alt, sizeof(alt), "%s/new", vd);
+		ok(fd == -EACCES && access(alt, F_OK), "outfile: mkdir -p stops at another user's link (%s)",
+		   why);
+		snprintf(f2, sizeof(f2), "%s/made/sub", ud);
+		fd = hp_out_dir_open(f2, 0755, why, sizeof(why));
+		ok(fd >= 0 && !stat(f2, &st) && S_ISDIR(st.st_mode), "outfile: missing directories are made (%s)",
+		   fd >= 0 ? "made" : why);
+		if (fd >= 0)
+			close(fd);
+	} else {
+		ok(1, "outfile: links of other users in the directory's path # SKIP not root");
+	}
+
 	/* /dev/full under the stream: the write error is the reason. */
 	{
 		struct hp_out f = { .fd = open("/dev/full", O_WRONLY | O_CLOEXEC) };
