@@ -189,8 +189,14 @@ int do_attach(int pid, unsigned secs, const char *out, unsigned long long interv
 			if (nresults && nlive <= 0 && results[0].done)
 				stop = 2;	/* the process exited */
 		}
-		if (pf[1].revents & POLLIN)
+		if (pf[1].revents & POLLIN) {
+			struct signalfd_siginfo si;
+
+			/* Taken, so that it does not also end the detach below. */
+			if (read(sfd, &si, sizeof(si)) < 0)
+				si.ssi_signo = 0;
 			stop = 1;
+		}
 	}
 	if (stop != 2) {
 		snprintf(req, sizeof(req), "detach");
