@@ -50,6 +50,7 @@
 #include <linux/timekeeping.h>
 #include <linux/tracepoint.h>
 
+#include "arch.h"
 #include "compat.h"
 #include "heapprofd_kmod.h"
 
@@ -166,40 +167,6 @@ struct hp_dmabuf_tw {
 	char exporter[HP_EXPORTER_LEN];
 };
 
-/* The user registers the unwinder starts from; 0 for a task we skip. */
-static u32 hp_dmabuf_user_regs(struct pt_regs *regs, u64 *out, u32 *arch)
-{
-#if defined(CONFIG_X86_64)
-	if (!user_64bit_mode(regs))
-		return 0;
-	out[HEAPPROFD_X86_64_IP] = regs->ip;
-	out[HEAPPROFD_X86_64_SP] = regs->sp;
-	out[HEAPPROFD_X86_64_BP] = regs->bp;
-	out[HEAPPROFD_X86_64_BX] = regs->bx;
-	out[HEAPPROFD_X86_64_R12] = regs->r12;
-	out[HEAPPROFD_X86_64_R13] = regs->r13;
-	out[HEAPPROFD_X86_64_R14] = regs->r14;
-	out[HEAPPROFD_X86_64_R15] = regs->r15;
-	*arch = HEAPPROFD_ARCH_X86_64;
-	return HEAPPROFD_X86_64_NREGS;
-#elif defined(CONFIG_ARM64)
-	int i;
-
-	if (compat_user_mode(regs))
-		return 0;
-	out[0] = regs->pc;
-	out[1] = regs->sp;
-	out[2] = regs->regs[29];
-	out[3] = regs->regs[30];
-	for (i = 19; i <= 28; i++)
-		out[4 + i - 19] = regs->regs[i];
-	*arch = HEAPPROFD_ARCH_AARCH64;
-	return 14;
-#else
-	return 0;
-#endif
-}
-
 /* Where the stack holding @sp ends (its highest address), or 0. */
 static u64 hp_dmabuf_stack_top(u64 sp)
 {
@@ -269,10 +236,10 @@ static struct hp_krec *hp_dmabuf_build(struct hp_dmabuf_tw *tw,
 	u32 nregs, arch = 0;
 	size_t size;
 
-	nregs = hp_dmabuf_user_regs(regs, uregs, &arch);
+	nregs = hp_arch_user_regs(regs, uregs, &arch);
 	if (!nregs)
 		return NULL;
-	sp = uregs[1];
+	sp = uregs[HEAPPROFD_REG_SP];
 	top = hp_dmabuf_stack_top(sp);
 	if (top > sp)
 		len = min_t(u64, top - sp, c->stack_cap) & ~7ULL;

@@ -16,6 +16,7 @@
  * dmabuf.c    DMA-BUF export/release sources, the buffer table, samples
  * dmabuf_sysfs.c  /sys/kernel/heapprofd/dmabuf, built off the export path
  * gpu.c       the gpu_mem_total tracepoint, /sys/kernel/heapprofd/gpu
+ * arch-<arch>.c  what differs between architectures (arch.h)
  */
 #ifndef _HEAPPROFD_INTERNAL_H
 #define _HEAPPROFD_INTERNAL_H

@@ -319,21 +319,47 @@ TEST(export_sampled_with_user_stack_and_freed)
 	EXPECT_EQ(HEAPPROFD_HEAP_DMABUF, a->heap_id);
 	EXPECT_EQ(1 << 20, a->est_size);
 	EXPECT_TRUE(a->hdr.flags & HEAPPROFD_ALLOC_EXACT);
-	EXPECT_EQ(HEAPPROFD_ARCH_X86_64, a->arch);
-	EXPECT_EQ(HEAPPROFD_X86_64_NREGS, a->nregs);
+	ASSERT_NE(0, HEAPPROFD_ARCH_NATIVE);
+	EXPECT_EQ(HEAPPROFD_ARCH_NATIVE, a->arch);
+	EXPECT_EQ(HEAPPROFD_NREGS_NATIVE, a->nregs);
+	EXPECT_EQ(heapprofd_arch_nregs(a->arch), a->nregs);
 	EXPECT_EQ(gettid(), (pid_t)a->tid);
 	EXPECT_EQ(0, a->stack_reused);
 	ASSERT_LT(0, a->stack_len);
 	EXPECT_EQ(sizeof(*a) + a->stack_len, a->hdr.len);
-	EXPECT_GE(a->stack_top, a->regs[HEAPPROFD_X86_64_SP] + a->stack_len);
-	/* The copied stack is ours: it holds a return address into the caller. */
+	EXPECT_GE(a->stack_top, heapprofd_rec_sp(a) + a->stack_len);
+	EXPECT_NE(0, heapprofd_rec_pc(a));
+	/*
+	 * The copied stack is ours: it, or the link register where the
+	 * system call's wrapper keeps it (aarch64), holds a return address
+	 * into the caller.
+	 */
 	lo = (uint64_t)(uintptr_t)export_for_sample;
 	hi = lo + 256;
 	words = (const void *)(a + 1);
 	for (i = 0; i < a->stack_len / 8; i++)
 		if (words[i] > lo && words[i] < hi)
 			found = true;
-	EXPECT_TRUE(found) TH_LOG("no return address into export_for_sample");
+	if (heapprofd_rec_lr(a) > lo && heapprofd_rec_lr(a) < hi)
+		found = true;
+	EXPECT_TRUE(found) TH_LOG("no return address into export_for_sample (lr 0x%llx)",
+				  (unsigned long long)heapprofd_rec_lr(a));
+#if defined(__aarch64__)
+	/*
+	 * This program keeps frame records (-fno-omit-frame-pointer): x29
+	 * points at one in the copied stack, whose saved x29 is higher up.
+	 */
+	{
+		uint64_t fp = heapprofd_rec_fp(a), sp = heapprofd_rec_sp(a);
+
+		EXPECT_LE(sp, fp) TH_LOG("fp 0x%llx below sp 0x%llx",
+					 (unsigned long long)fp, (unsigned long long)sp);
+		EXPECT_GT(sp + a->stack_len, fp + 16);
+		EXPECT_EQ(0, fp % 16);
+		if (fp >= sp && fp + 16 <= sp + a->stack_len)
+			EXPECT_LT(fp, words[(fp - sp) / 8]);
+	}
+#endif
 
 	/* The release is the matching free. */
 	close(fd);

@@ -276,11 +276,29 @@ enum heapprofd_rec_type {
 	HEAPPROFD_REC_DMABUF	= 0x101,	/* struct heapprofd_rec_dmabuf */
 };
 
-/* Register sets copied with a sample, for the unwinder. */
+/*
+ * Register sets copied with a sample, for the unwinder: regs[0 .. nregs)
+ * of struct heapprofd_rec_alloc in the order of the HEAPPROFD_<ARCH>_*
+ * indices below. Every set starts with the same three registers, so that a
+ * reader finds them without knowing the architecture:
+ *
+ *   HEAPPROFD_REG_PC  the program counter (x86-64 rip, aarch64 pc)
+ *   HEAPPROFD_REG_SP  the stack pointer; the copied stack starts there
+ *   HEAPPROFD_REG_FP  the frame pointer (x86-64 rbp, aarch64 x29)
+ *
+ * and goes on with the registers a caller's frame may keep values in
+ * (callee-saved), which the unwinder needs to restore them. A writer fills
+ * at least HEAPPROFD_<ARCH>_NREGS registers; a reader refuses fewer. The
+ * accessors heapprofd_rec_pc() and friends below read a record's.
+ */
 enum heapprofd_arch {
 	HEAPPROFD_ARCH_X86_64	= 1,	/* ip sp bp bx r12 r13 r14 r15 */
 	HEAPPROFD_ARCH_AARCH64	= 2,	/* pc sp x29 x30 x19 .. x28 */
 };
+
+#define HEAPPROFD_REG_PC	0
+#define HEAPPROFD_REG_SP	1
+#define HEAPPROFD_REG_FP	2
 
 #define HEAPPROFD_X86_64_IP	0
 #define HEAPPROFD_X86_64_SP	1
@@ -292,7 +310,38 @@ enum heapprofd_arch {
 #define HEAPPROFD_X86_64_R15	7
 #define HEAPPROFD_X86_64_NREGS	8
 
+/*
+ * aarch64 (AAPCS64): x29 is the frame pointer and x30 the link register
+ * (the return address of a function that has not saved it yet), x19 .. x28
+ * are callee-saved. LR and the return addresses in frame records may carry
+ * a pointer authentication code in their top bits (user space with
+ * PAC enabled): a reader strips the bits above the virtual address size
+ * before using them as addresses.
+ */
+#define HEAPPROFD_AARCH64_PC	0
+#define HEAPPROFD_AARCH64_SP	1
+#define HEAPPROFD_AARCH64_FP	2	/* x29 */
+#define HEAPPROFD_AARCH64_LR	3	/* x30 */
+#define HEAPPROFD_AARCH64_X19	4	/* x19 + n at HEAPPROFD_AARCH64_X19 + n */
+#define HEAPPROFD_AARCH64_X28	13
+#define HEAPPROFD_AARCH64_NREGS	14
+
 #define HEAPPROFD_MAX_REGS	16
+
+/*
+ * The architecture this code is compiled for, and its register set's size,
+ * for a writer; 0 where heapprofd has no register set for it.
+ */
+#if defined(__x86_64__)
+#define HEAPPROFD_ARCH_NATIVE		HEAPPROFD_ARCH_X86_64
+#define HEAPPROFD_NREGS_NATIVE		HEAPPROFD_X86_64_NREGS
+#elif defined(__aarch64__)
+#define HEAPPROFD_ARCH_NATIVE		HEAPPROFD_ARCH_AARCH64
+#define HEAPPROFD_NREGS_NATIVE		HEAPPROFD_AARCH64_NREGS
+#else
+#define HEAPPROFD_ARCH_NATIVE		0
+#define HEAPPROFD_NREGS_NATIVE		0
+#endif
 
 /* heapprofd_rec_alloc.hdr.flags */
 #define HEAPPROFD_ALLOC_STACK_TRUNCATED	_BITUL(0) /* stack_cap was reached */
@@ -309,8 +358,8 @@ enum heapprofd_arch {
 /*
  * A sampled allocation. est_size is what this sample stands for: count *
  * interval, or req_size when the allocation was recorded exactly. The raw
- * stack, stack_len bytes copied from address regs[SP] upwards, follows the
- * structure (padded to HEAPPROFD_REC_ALIGN).
+ * stack, stack_len bytes copied from address regs[HEAPPROFD_REG_SP]
+ * upwards, follows the structure (padded to HEAPPROFD_REC_ALIGN).
  *
  * Stack reuse (ABI 3): the outer part of a thread's stack rarely changes
  * between two of its samples. With HEAPPROFD_ALLOC_STACK_REUSED the record
@@ -344,6 +393,50 @@ struct heapprofd_rec_alloc {
 	__u32 stack_reused;	/* bytes taken from the previous record */
 	__u32 resv2;		/* zero */
 };
+
+/*
+ * The fewest registers a record of architecture @arch carries (its
+ * HEAPPROFD_<ARCH>_NREGS), or 0 for an architecture this header does not
+ * know: a reader refuses such a record.
+ */
+static inline __u32 heapprofd_arch_nregs(__u32 arch)
+{
+	switch (arch) {
+	case HEAPPROFD_ARCH_X86_64:
+		return HEAPPROFD_X86_64_NREGS;
+	case HEAPPROFD_ARCH_AARCH64:
+		return HEAPPROFD_AARCH64_NREGS;
+	}
+	return 0;
+}
+
+/*
+ * A record's registers by role, whatever its architecture. Call them on a
+ * copy that was checked (arch known, nregs >= heapprofd_arch_nregs()), not
+ * on shared memory another party may still be writing.
+ */
+static inline __u64 heapprofd_rec_pc(const struct heapprofd_rec_alloc *a)
+{
+	return a->regs[HEAPPROFD_REG_PC];
+}
+
+static inline __u64 heapprofd_rec_sp(const struct heapprofd_rec_alloc *a)
+{
+	return a->regs[HEAPPROFD_REG_SP];
+}
+
+static inline __u64 heapprofd_rec_fp(const struct heapprofd_rec_alloc *a)
+{
+	return a->regs[HEAPPROFD_REG_FP];
+}
+
+/* The link register; 0 on an architecture without one (x86-64). */
+static inline __u64 heapprofd_rec_lr(const struct heapprofd_rec_alloc *a)
+{
+	if (a->arch == HEAPPROFD_ARCH_AARCH64)
+		return a->regs[HEAPPROFD_AARCH64_LR];
+	return 0;
+}
 
 /* The free of a sampled address, ordered after its allocation by seq. */
 struct heapprofd_rec_free {
