@@ -6,7 +6,8 @@
 #
 #   make            user space and the module for Debian's stock 6.1 headers
 #                   (make KDIR=$(scripts/stock-kdir 6.12) for its 6.12)
-#   make demo       profile a real program end to end (in a VM with the module)
+#   make demo       profile a real program end to end (in a VM with the module);
+#                   it builds only what it runs (make demo-build)
 #   make check      every test; the last line is "N passed, N failed"
 #   make bench      the benchmarks (results in bench/RESULTS.md)
 #   make bench-dmabuf  DMA-BUF export cost with and without the module (VMs)
@@ -24,11 +25,19 @@ KDIR := $(shell scripts/stock-kdir 2>/dev/null)
 endif
 export KDIR
 
-.PHONY: all userspace client daemon ctl selftests hostile attach-tests dmabuf-tests module check demo bench bench-dmabuf deps clean
+.PHONY: all userspace demo-build client daemon ctl selftests hostile attach-tests dmabuf-tests module check demo bench bench-dmabuf deps clean
 
 all: userspace module
 
 userspace: client daemon ctl selftests hostile attach-tests dmabuf-tests
+
+# What `make demo` runs, and nothing more: the client library, the daemon
+# and heapprofctl. Not the tests' programs: the kselftests among them need
+# linux-source-6.1, which only `make check` installs.
+demo-build:
+	$(MAKE) -C libclient $(CURDIR)/build/libheapprofd_client.so
+	$(MAKE) -C daemon
+	$(MAKE) -C heapprofctl
 
 client:
 	$(MAKE) -C libclient
