@@ -128,6 +128,13 @@ void md_drain_session(struct md_session *s)
 				add_rec(s, h, len);
 			hp_ring_advance(&s->ring, len);
 			stalls = 0;
+			if (s->nap_every && ++s->since_nap >= s->nap_every) {
+				struct timespec nap = { s->nap_us / 1000000,
+							(long)(s->nap_us % 1000000) * 1000 };
+
+				s->since_nap = 0;
+				nanosleep(&nap, NULL);
+			}
 			continue;
 		}
 		if (st == HP_RING_NOT_READY) {
@@ -221,6 +228,8 @@ static void accept_one(struct md *d)
 	}
 	s->paused = d->pause_all;
 	s->no_store = d->no_store;
+	s->nap_every = d->nap_every;
+	s->nap_us = d->nap_us;
 	pthread_mutex_lock(&d->lock);
 	d->nsess++;
 	pthread_mutex_unlock(&d->lock);

@@ -56,6 +56,9 @@ struct md_session {
 	int corrupt;
 	int paused;		/* do not drain (ring-full tests) */
 	int no_store;
+	/* A slow daemon: nap_us without reading after every nap_every
+	 * records. */
+	unsigned nap_every, nap_us, since_nap;
 };
 
 #define MD_MAX_SESSIONS 16
@@ -70,6 +73,7 @@ struct md {
 	int hangup;		/* close the connection after the reply */
 	int no_store;		/* count records, keep none (benchmarks) */
 	int spin;		/* never sleep: producers never need to wake us */
+	unsigned nap_every, nap_us;	/* a slow daemon (md_session) */
 	pthread_mutex_t lock;
 	struct md_session s[MD_MAX_SESSIONS];
 	int nsess;

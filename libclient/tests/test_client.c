@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <malloc.h>
 #include <poll.h>
@@ -1238,6 +1239,104 @@ static void t_adaptive(void)
 	md_free(&D);
 }
 
+struct ev3 {
+	uint64_t addr, seq;
+	int is_free;
+};
+
+static int ev3_cmp(const void *a, const void *b)
+{
+	const struct ev3 *x = a, *y = b;
+
+	if (x->addr != y->addr)
+		return x->addr < y->addr ? -1 : 1;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/*
+ * A slow daemon under four threads allocating as fast as they can: with
+ * the default policy nothing is dropped (the client samples less while its
+ * ring fills, then waits), the records say which intervals they were drawn
+ * at, the estimate of the bytes allocated is within 4 standard deviations
+ * of the truth (each sampled byte adds its interval to the variance:
+ * var = sum of est * (interval - 1)), and every sampled block's free is
+ * there (a lost free would leave it in use in the profile for good).
+ * Two daemons: one that reads nothing for 150 ms after every 500 records
+ * (stopped again and again: the ring fills and the client must wait), and
+ * one that takes 20 us per record (always behind: the interval settles
+ * where the daemon keeps up, with many samples for the estimate).
+ */
+static void slow_daemon(const char *what, unsigned nap_every, unsigned nap_us)
+{
+	char *argv[] = { target, "threads", "100000", NULL };
+	const double truth = 4.0 * 100000 * 3001;
+	uint64_t ivals[8] = { 0 }, dropped = ~0ULL;
+	size_t i, k, n = 0, nev = 0, nival = 0, unfreed = 0;
+	double est = 0, var = 0, z = 99;
+	struct ev3 *ev = NULL;
+	struct run r;
+	int rc;
+
+	daemon_up();
+	D.nap_every = nap_every;
+	D.nap_us = nap_us;
+	rc = run_prog(argv, ENV("HEAPPROFD_RING_SIZE=256K", "HEAPPROFD_SEED=11"), 1, &r, NULL, NULL);
+	daemon_down();
+	if (D.nsess == 1) {
+		struct md_session *s = &D.s[0];
+
+		dropped = s->ring.cnt->records_dropped;
+		ev = calloc(s->nrec + 1, sizeof(*ev));
+		for (i = 0; ev && i < s->nrec; i++) {
+			const struct md_rec *m = &s->recs[i];
+
+			if (m->type == HEAPPROFD_REC_FREE) {
+				ev[nev++] = (struct ev3){ m->u.free.addr, m->u.free.seq, 1 };
+				continue;
+			}
+			if (m->type != HEAPPROFD_REC_ALLOC || m->u.alloc.req_size != 3001)
+				continue;
+			ev[nev++] = (struct ev3){ m->u.alloc.addr, m->u.alloc.seq, 0 };
+			n++;
+			est += (double)m->u.alloc.est_size;
+			if (!(m->flags & HEAPPROFD_ALLOC_EXACT))
+				var += (double)m->u.alloc.est_size * (double)(m->u.alloc.interval - 1);
+			for (k = 0; k < nival && ivals[k] != m->u.alloc.interval; k++)
+				;
+			if (k == nival && nival < 8)
+				ivals[nival++] = m->u.alloc.interval;
+		}
+		/* Each sampled block's next event at its address is its free. */
+		if (ev)
+			qsort(ev, nev, sizeof(*ev), ev3_cmp);
+		for (i = 0; i < nev; i++)
+			if (!ev[i].is_free && (i + 1 == nev || ev[i + 1].addr != ev[i].addr ||
+					       !ev[i + 1].is_free))
+				unfreed++;
+		if (var > 0)
+			z = (est - truth) / sqrt(var);
+	}
+	tap_ok(rc == 0 && D.nsess == 1 && dropped == 0,
+	       "client: %s, 4 threads: nothing dropped (%llu)", what, (unsigned long long)dropped);
+	tap_ok(nival >= 2,
+	       "client: %s: the samples were drawn at %zu intervals (%llu, %llu, ...)",
+	       what, nival, (unsigned long long)ivals[0], (unsigned long long)ivals[1]);
+	tap_ok(n > 0 && z > -4 && z < 4,
+	       "client: %s: %zu samples estimate %.0f of %.0f bytes, %.2f sigma",
+	       what, n, est, truth, z);
+	tap_ok(n > 0 && !unfreed,
+	       "client: %s: every sampled block's free was recorded (%zu of %zu missing)",
+	       what, unfreed, n);
+	free(ev);
+	md_free(&D);
+}
+
+static void t_slow_daemon(void)
+{
+	slow_daemon("a daemon stopped for 150 ms every 2000 records", 2000, 150000);
+	slow_daemon("a daemon taking 20 us per record", 1, 20);
+}
+
 static void t_real(const char *name, char *const argv[])
 {
 	struct run r0, r1;
@@ -1310,6 +1409,7 @@ int main(int argc, char **argv)
 			{ "name", t_name }, { "ring_full", t_ring_full },
 			{ "bootstrap", t_bootstrap },
 			{ "daemon_gone", t_daemon_gone }, { "adaptive", t_adaptive },
+			{ "slow_daemon", t_slow_daemon },
 		};
 		unsigned k;
 

@@ -184,7 +184,15 @@ struct heapprofd_counters {
 	 * the bytes of allocations missing from the profile because of drops.
 	 */
 	__u64 est_bytes_dropped;
-	__u64 resv[5];
+	/*
+	 * Not 0: CLOCK_REALTIME (ns) at which the producer stopped profiling
+	 * because a record waited for room while the consumer read nothing
+	 * for block_timeout_us (HEAPPROFD_CFG_BLOCK). Nothing was dropped:
+	 * the records end there. (In resv[0] before; readers that do not know
+	 * it see a reserved field.)
+	 */
+	__u64 stall_stop_ns;
+	__u64 resv[4];
 };
 
 /*
@@ -199,7 +207,7 @@ struct heapprofd_config {
 	__u64 interval;		/* mean bytes between samples; 1 = every byte */
 	__u32 stack_cap;	/* bytes of stack copied at most */
 	__u32 flags;		/* HEAPPROFD_CFG_* */
-	__u32 block_timeout_us;	/* HEAPPROFD_CFG_BLOCK: longest wait */
+	__u32 block_timeout_us;	/* HEAPPROFD_CFG_BLOCK: stall bound (below) */
 	__u32 resv0;
 	/*
 	 * Heaps not to sample: bit (n % 64) of heaps_off[n / 64] for heap id
@@ -209,7 +217,19 @@ struct heapprofd_config {
 	__u64 heaps_off[4];
 };
 
-#define HEAPPROFD_CFG_BLOCK		_BITUL(0) /* wait for room, bounded */
+/*
+ * HEAPPROFD_CFG_BLOCK: a record that does not fit waits for room, never
+ * dropped, for as long as the consumer keeps reading; once the consumer
+ * has read nothing for block_timeout_us the producer stops profiling and
+ * says so (counters.stall_stop_ns). Without it a record that does not fit
+ * is dropped and counted.
+ *
+ * HEAPPROFD_CFG_ADAPTIVE: the producer raises its sampling interval while
+ * the ring fills (by a power of two per step of fill) and lowers it as the
+ * ring drains; every ALLOC record carries the interval its sample was
+ * drawn at, so estimates stay unbiased.
+ */
+#define HEAPPROFD_CFG_BLOCK		_BITUL(0) /* wait for room: no drop */
 #define HEAPPROFD_CFG_FOLLOW_FORKS	_BITUL(1) /* children register too */
 #define HEAPPROFD_CFG_ADAPTIVE		_BITUL(2) /* raise interval as ring fills */
 #define HEAPPROFD_CFG_ALL	(HEAPPROFD_CFG_BLOCK | \
