@@ -113,6 +113,7 @@ struct hp_elf {
 	pthread_mutex_t sym_lock;
 	void *dwfl;
 	void *dwmod;
+	struct hp_symtab *symtab;	/* dwmod's functions by address (symtab.c) */
 	int dwfl_state;			/* 0 untried, 1 ok, -1 failed, 2 being looked
 					 * up (symbolize.c: atomic stores) */
 	int sym_remote;			/* looked up where it may take the network */
@@ -393,6 +394,16 @@ void hp_reuse_build(const struct heapprofd_rec_alloc *a, const struct hp_stack_v
 uint16_t hp_reuse_flags(uint16_t flags, int unknown);
 size_t hp_reuse_mem(const struct hp_reuse *r);
 void hp_reuse_stats(const struct hp_reuse *r, uint64_t *rebuilt, uint64_t *missing);
+
+/* ---- symtab.c: a module's function symbols by address ----------------- */
+
+struct hp_symtab;
+/* dwmod: a Dwfl_Module. NULL if it has no symbols (or no memory). */
+struct hp_symtab *hp_symtab_build(void *dwmod);
+/* The name of the function symbol containing addr (module addresses), or
+ * NULL: ask libdwfl (dwfl_module_addrname). */
+const char *hp_symtab_find(const struct hp_symtab *t, uint64_t addr);
+void hp_symtab_free(struct hp_symtab *t);
 
 /* ---- intervals.c: the intervals a heap's samples were drawn at ---------- */
 

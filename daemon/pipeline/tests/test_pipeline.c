@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <elfutils/libdwfl.h>
 #include <zlib.h>
 
 #include "../../../tests/tap.h"
@@ -2325,6 +2326,59 @@ static void test_drop_frames_and_cum(void)
 	hp_prof_free(&p);
 }
 
+/*
+ * The sorted function symbols (symtab.c) name an address as libdwfl's own
+ * search does: every 97th byte of libc's text, each name the table gives
+ * compared with dwfl_module_addrname's.
+ */
+static void test_symtab(void)
+{
+	static char *dip;
+	static const Dwfl_Callbacks cb = {
+		.find_elf = dwfl_build_id_find_elf,
+		.find_debuginfo = dwfl_standard_find_debuginfo,
+		.section_address = dwfl_offline_section_address,
+		.debuginfo_path = &dip,
+	};
+	Dl_info di;
+	Dwfl *d = dwfl_begin(&cb);
+	Dwfl_Module *m = NULL;
+	struct hp_symtab *t = NULL;
+	GElf_Addr lo = 0, hi = 0, a;
+	long n = 0, named = 0, differ = 0;
+	int fd = -1;
+
+	if (d && dladdr((void *)&malloc, &di) && di.dli_fname)
+		fd = open(di.dli_fname, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		dwfl_report_begin(d);
+		m = dwfl_report_elf(d, di.dli_fname, di.dli_fname, fd, 0, false);
+		dwfl_report_end(d, NULL, NULL);
+	}
+	if (m) {
+		t = hp_symtab_build(m);
+		dwfl_module_info(m, NULL, &lo, &hi, NULL, NULL, NULL, NULL);
+	}
+	for (a = lo; t && a < hi; a += 97, n++) {
+		const char *x = hp_symtab_find(t, a), *y;
+
+		if (!x)
+			continue;
+		named++;
+		y = dwfl_module_addrname(m, a);
+		if (!y || strcmp(x, y)) {
+			if (differ++ < 3)
+				diag("at %#llx: %s, libdwfl %s", (unsigned long long)a, x, y ? y : "none");
+		}
+	}
+	ok(t && named > 1000 && !differ,
+	   "symtab: %ld of %ld addresses of libc named by the sorted table, %ld unlike libdwfl's",
+	   named, n, differ);
+	hp_symtab_free(t);
+	if (d)
+		dwfl_end(d);
+}
+
 int main(void)
 {
 	struct hp_pipeline_opts o = { .unwind_workers = 2 };
@@ -2345,6 +2399,7 @@ int main(void)
 	if (!P)
 		return 1;
 	test_parse();
+	test_symtab();
 	test_unwind(CH_O0, 0, "unwind -O0 frame pointers, live child");
 	test_unwind(CH_O2, 0, "unwind -O2 -fomit-frame-pointer (DWARF), live child");
 	test_unwind(CH_O2, 1, "unwind after the child exited and was reaped");
