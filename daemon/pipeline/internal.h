@@ -400,9 +400,9 @@ void hp_reuse_stats(const struct hp_reuse *r, uint64_t *rebuilt, uint64_t *missi
 struct hp_symtab;
 /* dwmod: a Dwfl_Module. NULL if it has no symbols (or no memory). */
 struct hp_symtab *hp_symtab_build(void *dwmod);
-/* The name of the function symbol containing addr (module addresses), or
- * NULL: ask libdwfl (dwfl_module_addrname). */
-const char *hp_symtab_find(const struct hp_symtab *t, uint64_t addr);
+/* The name libdwfl would give addr (module addresses), or NULL: none if
+ * *ask is 0, else ask libdwfl (dwfl_module_addrname). */
+const char *hp_symtab_find(const struct hp_symtab *t, uint64_t addr, int *ask);
 void hp_symtab_free(struct hp_symtab *t);
 
 /* ---- intervals.c: the intervals a heap's samples were drawn at ---------- */

@@ -305,9 +305,11 @@ static const struct hp_sym *lookup(struct hp_elf *e, uint64_t vaddr)
 		m2 = dwfl_addrmodule(e->dwfl, a);
 		if (m2)
 			mod = m2;
+		int ask = 1;
+
 		/* Sorted once: libdwfl's own search is linear (symtab.c). */
-		name = mod == e->dwmod ? hp_symtab_find(e->symtab, a) : NULL;
-		if (!name)
+		name = mod == e->dwmod ? hp_symtab_find(e->symtab, a, &ask) : NULL;
+		if (!name && ask)
 			name = dwfl_module_addrname(mod, a);
 		if (name) {
 			char base[1024], *dm, *at;
