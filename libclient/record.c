@@ -256,6 +256,59 @@ static uint32_t same_top(const struct hp_shadow *sh, uint64_t sp, uint64_t top,
 	return k;
 }
 
+/*
+ * Stack delta (uapi HEAPPROFD_ALLOC_STACK_DELTA): below the part that is
+ * the same as last time from the top down, most words of a thread's stack
+ * still are (Python's interpreter: 3,850 bytes beyond that part per sample,
+ * of which 230 differed); only the words that changed go into the record.
+ * A run of changed words goes on through one unchanged word (a new run's
+ * header costs as much). Words below what the shadow holds are new.
+ * Returns the runs, or -1 when more than max would be needed (the stack
+ * then goes as it is).
+ */
+#define HP_DELTA_MAX_RUNS	64
+
+static int delta_scan(const struct hp_shadow *sh, uint64_t sp, uint32_t own,
+		      struct heapprofd_delta_run *runs, uint32_t *lit)
+{
+	const uint64_t *live = (const uint64_t *)(uintptr_t)sp, *old;
+	uint64_t held_lo = sh->top - sh->len;
+	uint32_t nw = own / 8, i = 0, start, n = 0, total = 0;
+
+	if (sp < held_lo) {
+		i = (uint32_t)((held_lo - sp + 7) / 8);
+		if (i > nw)
+			i = nw;
+		runs[n++] = (struct heapprofd_delta_run){ 0, i * 8 };
+		total = i * 8;
+	}
+	/* old[i] is the shadow's word at the address of live[i] (i past the
+	 * words below the shadow). */
+	old = (const uint64_t *)(sh->buf + HEAPPROFD_STACK_REUSE_MAX - (sh->top - sp));
+	while (i < nw) {
+		while (i + 4 <= nw && !((live[i] ^ old[i]) | (live[i + 1] ^ old[i + 1]) |
+					(live[i + 2] ^ old[i + 2]) | (live[i + 3] ^ old[i + 3])))
+			i += 4;
+		while (i < nw && live[i] == old[i])
+			i++;
+		if (i == nw)
+			break;
+		start = i;
+		while (i < nw && (live[i] != old[i] || (i + 1 < nw && live[i + 1] != old[i + 1])))
+			i++;
+		total += (i - start) * 8;
+		if (n && runs[n - 1].off + runs[n - 1].len == start * 8) {
+			runs[n - 1].len += (i - start) * 8;
+			continue;
+		}
+		if (n == HP_DELTA_MAX_RUNS)
+			return -1;
+		runs[n++] = (struct heapprofd_delta_run){ start * 8, (i - start) * 8 };
+	}
+	*lit = total;
+	return (int)n;
+}
+
 /* After a record is written: its topmost bytes become the shadow. */
 static void shadow_update(struct hp_shadow *sh, uint64_t sp, uint64_t top,
 			  uint32_t same, uint32_t gen, int whole)
@@ -292,11 +345,12 @@ int hp_write_alloc(const void *addr, uint64_t req, uint64_t usable,
 		   uint32_t heap_id, int exact, const uint64_t *regs)
 {
 	struct hp_thread *t = &hp_self;
+	struct heapprofd_delta_run runs[HP_DELTA_MAX_RUNS];
 	struct heapprofd_rec_alloc *rec;
 	struct heapprofd_rec_hdr *h;
 	uint64_t sp = regs[HEAPPROFD_X86_64_SP], want;
-	uint32_t cap, len, stack_len, same = 0, gen;
-	int truncated = 0;
+	uint32_t cap, len, stack_len, same = 0, gen, lit = 0;
+	int truncated = 0, nruns = -1;
 
 	if (!hp_sess.live)
 		return -1;
@@ -312,7 +366,17 @@ int hp_write_alloc(const void *addr, uint64_t req, uint64_t usable,
 	/* The top of the stack the daemon has from our last record. */
 	if (!truncated && hp_cfg.stack_reuse)
 		same = same_top(&hp_self.shadow, sp, t->stack_top, gen);
-	len = (uint32_t)sizeof(*rec) + (uint32_t)(want - same);
+	/* The rest as changes to the shadow, when that is much smaller. (The
+	 * runs lie in this frame, below the sp the copy starts at.) */
+	if (!truncated && hp_cfg.stack_reuse && want - same >= 512 && !(sp & 7) &&
+	    hp_self.shadow.buf && hp_self.shadow.len && hp_self.shadow.gen == gen &&
+	    hp_self.shadow.top == t->stack_top) {
+		nruns = delta_scan(&hp_self.shadow, sp, (uint32_t)(want - same) & ~7U, runs, &lit);
+		if (nruns >= 0 && 8 + 8 * (uint32_t)nruns + lit >= (want - same) / 2)
+			nruns = -1;	/* not worth it */
+	}
+	len = (uint32_t)sizeof(*rec) + (nruns >= 0 ?
+		8 + 8 * (uint32_t)nruns + lit : (uint32_t)(want - same));
 	h = reserve(len, HEAPPROFD_REC_ALLOC);
 	if (!h) {
 		hp_self.shadow.len = 0;	/* the daemon will not see this one */
@@ -324,8 +388,7 @@ int hp_write_alloc(const void *addr, uint64_t req, uint64_t usable,
 		return -1;
 	}
 	hp_adapt_note();
-	prefetch_for_write(h, (uint32_t)sizeof(*rec) +
-			      (want - same < 2048 ? (uint32_t)(want - same) : 0));
+	prefetch_for_write(h, len - (uint32_t)sizeof(*rec) < 2048 ? len : (uint32_t)sizeof(*rec));
 	rec = (struct heapprofd_rec_alloc *)h;
 	rec->seq = hp_next_seq();
 	rec->addr = (uint64_t)(uintptr_t)addr;
@@ -343,14 +406,29 @@ int hp_write_alloc(const void *addr, uint64_t req, uint64_t usable,
 	memcpy(rec->regs, regs, HEAPPROFD_X86_64_NREGS * sizeof(rec->regs[0]));
 	memset(rec->regs + HEAPPROFD_X86_64_NREGS, 0,
 	       (HEAPPROFD_MAX_REGS - HEAPPROFD_X86_64_NREGS) * sizeof(rec->regs[0]));
-	stack_len = hp_stack_copy(regs, (uint8_t *)(rec + 1), t->stack_top,
-				  (uint32_t)(want - same));
+	if (nruns >= 0) {
+		struct heapprofd_stack_delta *d = (struct heapprofd_stack_delta *)(rec + 1);
+		uint8_t *out = (uint8_t *)((struct heapprofd_delta_run *)(d + 1) + nruns);
+
+		d->nruns = (uint32_t)nruns;
+		d->resv = 0;
+		memcpy(d + 1, runs, (size_t)nruns * sizeof(runs[0]));
+		for (int i = 0; i < nruns; i++) {
+			memcpy(out, (const uint8_t *)(uintptr_t)(sp + runs[i].off), runs[i].len);
+			out += runs[i].len;
+		}
+		stack_len = (uint32_t)(want - same) & ~7U;
+	} else {
+		stack_len = hp_stack_copy(regs, (uint8_t *)(rec + 1), t->stack_top,
+					  (uint32_t)(want - same));
+	}
 	rec->stack_len = stack_len;
 	rec->stack_reused = same;
 	rec->resv2 = 0;
 	h->flags = (truncated ? HEAPPROFD_ALLOC_STACK_TRUNCATED : 0) |
 		   (exact ? HEAPPROFD_ALLOC_EXACT : 0) |
-		   (same ? HEAPPROFD_ALLOC_STACK_REUSED : 0);
+		   (same ? HEAPPROFD_ALLOC_STACK_REUSED : 0) |
+		   (nruns >= 0 ? HEAPPROFD_ALLOC_STACK_DELTA : 0);
 	shadow_update(&hp_self.shadow, sp, t->stack_top, same, gen,
 		      !truncated && sp + stack_len + same == t->stack_top);
 	commit(h, len);

@@ -52,7 +52,7 @@ struct md_session {
 		uint8_t b[HEAPPROFD_STACK_REUSE_MAX];
 	} *tops;
 	size_t ntops;
-	uint64_t reused_recs, reuse_unknown;
+	uint64_t reused_recs, reuse_unknown, delta_recs;
 	int corrupt;
 	int paused;		/* do not drain (ring-full tests) */
 	int no_store;

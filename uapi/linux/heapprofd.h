@@ -318,6 +318,7 @@ enum heapprofd_arch {
 #define HEAPPROFD_ALLOC_STACK_TRUNCATED	_BITUL(0) /* stack_cap was reached */
 #define HEAPPROFD_ALLOC_EXACT		_BITUL(1) /* est_size is the size */
 #define HEAPPROFD_ALLOC_STACK_REUSED	_BITUL(2) /* stack_reused is set */
+#define HEAPPROFD_ALLOC_STACK_DELTA	_BITUL(3) /* the stack as changes (below) */
 
 /*
  * The most a record may take from its thread's previous record (below):
@@ -363,6 +364,33 @@ struct heapprofd_rec_alloc {
 	__u64 regs[HEAPPROFD_MAX_REGS];
 	__u32 stack_reused;	/* bytes taken from the previous record */
 	__u32 resv2;		/* zero */
+};
+
+/*
+ * Stack delta (an addition to ABI 5): most words of a thread's stack below
+ * the part stack reuse leaves out are still the same as in its previous
+ * sample too, only not all of them (a few locals and spilled registers
+ * change in frames that stay). With HEAPPROFD_ALLOC_STACK_DELTA the
+ * stack_len bytes [sp, sp + stack_len) are not carried as they are: a
+ * struct heapprofd_stack_delta follows the structure, then its nruns runs
+ * (sorted by off, not overlapping, off and len multiples of 8, len > 0,
+ * within stack_len), then the bytes of each run, in that order, padded to
+ * HEAPPROFD_REC_ALIGN. The bytes of [sp, sp + stack_len) outside every run
+ * are byte for byte those at the same addresses in the thread's previous
+ * ALLOC record (the one stack reuse names, with the same stack_top; its
+ * topmost HEAPPROFD_STACK_REUSE_MAX bytes), which must hold them. stack_len
+ * is a multiple of 8 and stack_top is not 0. A reader without that record
+ * treats the stack as truncated at the first byte it lacks. Combines with
+ * HEAPPROFD_ALLOC_STACK_REUSED. The kernel never writes it.
+ */
+struct heapprofd_stack_delta {
+	__u32 nruns;
+	__u32 resv;		/* zero */
+};
+
+struct heapprofd_delta_run {
+	__u32 off;		/* bytes from sp */
+	__u32 len;
 };
 
 /* The free of a sampled address, ordered after its allocation by seq. */

@@ -393,6 +393,48 @@ static void test_reuse(struct hp_proc *pr, const uint8_t *rec, uint32_t len, con
 	   s1.memo_hits == s0.memo_hits + 1 && s1.memo_misses == s0.memo_misses,
 	   "%s: a record reusing its thread's top %u stack bytes is made whole (the memo knows it)",
 	   what, k);
+	/* The same stack as a delta (uapi HEAPPROFD_ALLOC_STACK_DELTA): its
+	 * first 64 bytes carried, the rest of its own part the previous
+	 * record's, the top reused: made whole, the memo knows it. */
+	if (!((a->stack_len - k) % 8) && a->stack_len - k > 64) {
+		uint32_t own = a->stack_len - k, dlen = (uint32_t)sizeof(*t) + 16 + 64;
+		struct heapprofd_rec_alloc *d = calloc(1, dlen);
+		struct heapprofd_stack_delta *dh = (void *)(d + 1);
+		struct heapprofd_delta_run *run = (void *)(dh + 1);
+		struct hp_proc_stats sd, se;
+
+		memcpy(d, t, sizeof(*d));
+		d->hdr.len = dlen;
+		d->hdr.flags |= HEAPPROFD_ALLOC_STACK_DELTA;
+		d->stack_len = own;
+		d->addr += 8192;
+		d->seq += 1;
+		dh->nruns = 1;
+		run->off = 0;
+		run->len = 64;
+		memcpy(run + 1, rec + sizeof(*a), 64);
+		hp_proc_get_stats(pr, &sd);
+		fed = !hp_proc_feed(pr, d, dlen, why, sizeof(why));
+		hp_proc_sync(pr);
+		hp_proc_get_stats(pr, &se);
+		ok(fed && se.reuse_rebuilt == sd.reuse_rebuilt + 1 &&
+		   se.memo_hits == sd.memo_hits + 1 && se.memo_misses == sd.memo_misses,
+		   "%s: a stack delta (64 of %u own bytes carried, %u reused) is made whole (the memo knows it)",
+		   what, own, k);
+		/* Runs out of order: malformed. */
+		run->off = own;
+		bad = hp_proc_feed(pr, d, dlen, why, sizeof(why));
+		ok(bad < 0 && strstr(why, "stack delta"),
+		   "%s: a stack delta run past its stack is malformed (%s)", what, why);
+		free(d);
+		/* What follows measures from here: one record's frames. */
+		{
+			uint64_t one = s1.frames - s0.frames;
+
+			s1 = se;
+			s0.frames = s1.frames - one;
+		}
+	}
 	/* A maps record empties the memo: the same record is then built whole
 	 * for the unwinder, which must find the same frames. */
 	{
