@@ -43,6 +43,7 @@ struct hp_config {
 	int system_preload;		/* loaded without LD_PRELOAD naming us */
 	int stack_reuse;		/* HEAPPROFD_STACK_REUSE (default 1) */
 	int no_adapt;			/* HEAPPROFD_ADAPTIVE=0: never adapt */
+	int stack_delta;		/* the consumer reads stack deltas (caps) */
 };
 
 extern struct hp_config hp_cfg;

@@ -368,7 +368,8 @@ int hp_write_alloc(const void *addr, uint64_t req, uint64_t usable,
 		same = same_top(&hp_self.shadow, sp, t->stack_top, gen);
 	/* The rest as changes to the shadow, when that is much smaller. (The
 	 * runs lie in this frame, below the sp the copy starts at.) */
-	if (!truncated && hp_cfg.stack_reuse && want - same >= 512 && !(sp & 7) &&
+	if (!truncated && hp_cfg.stack_reuse && hp_cfg.stack_delta && want - same >= 512 &&
+	    !(sp & 7) &&
 	    hp_self.shadow.buf && hp_self.shadow.len && hp_self.shadow.gen == gen &&
 	    hp_self.shadow.top == t->stack_top) {
 		nruns = delta_scan(&hp_self.shadow, sp, (uint32_t)(want - same) & ~7U, runs, &lit);

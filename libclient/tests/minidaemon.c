@@ -246,9 +246,17 @@ static void accept_one(struct md *d)
 				     s->hello.data_size, &maplen);
 		if (map == MAP_FAILED || hp_ring_open(&s->ring, map, maplen))
 			reply.status = -EINVAL;
-		else
+		else {
 			__atomic_store_n(&s->ring.kstate->state,
 					 HEAPPROFD_STATE_ATTACHED, __ATOMIC_RELAXED);
+			/* It reads stack deltas (rebuild()): a new config
+			 * generation, the client's own values otherwise. */
+			if (!d->no_caps) {
+				s->ring.cfg->consumer_caps = HEAPPROFD_CAP_STACK_DELTA;
+				__atomic_fetch_add(&s->ring.cfg->generation, 1,
+						   __ATOMIC_RELEASE);
+			}
+		}
 	}
 	if (send(c, &reply, sizeof(reply), MSG_NOSIGNAL) != sizeof(reply) ||
 	    reply.status) {

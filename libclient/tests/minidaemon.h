@@ -74,6 +74,7 @@ struct md {
 	int no_store;		/* count records, keep none (benchmarks) */
 	int spin;		/* never sleep: producers never need to wake us */
 	unsigned nap_every, nap_us;	/* a slow daemon (md_session) */
+	int no_caps;		/* an older daemon: no consumer_caps, no config */
 	pthread_mutex_t lock;
 	struct md_session s[MD_MAX_SESSIONS];
 	int nsess;

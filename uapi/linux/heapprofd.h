@@ -208,7 +208,7 @@ struct heapprofd_config {
 	__u32 stack_cap;	/* bytes of stack copied at most */
 	__u32 flags;		/* HEAPPROFD_CFG_* */
 	__u32 block_timeout_us;	/* HEAPPROFD_CFG_BLOCK: stall bound (below) */
-	__u32 resv0;
+	__u32 consumer_caps;	/* HEAPPROFD_CAP_*: what the consumer reads */
 	/*
 	 * Heaps not to sample: bit (n % 64) of heaps_off[n / 64] for heap id
 	 * n (HEAPPROFD_HEAP_*, or an id a HEAPPROFD_REC_HEAP record
@@ -235,6 +235,14 @@ struct heapprofd_config {
 #define HEAPPROFD_CFG_ALL	(HEAPPROFD_CFG_BLOCK | \
 				 HEAPPROFD_CFG_FOLLOW_FORKS | \
 				 HEAPPROFD_CFG_ADAPTIVE)
+
+/*
+ * consumer_caps (resv0 until the first was added, so 0 from an older
+ * consumer): record encodings beyond ABI 5's first that the consumer
+ * reads; a producer uses one only when its bit is set. Unknown bits are
+ * ignored (unlike flags, whose unknown bits void the config).
+ */
+#define HEAPPROFD_CAP_STACK_DELTA	_BITUL(0) /* HEAPPROFD_ALLOC_STACK_DELTA */
 
 #define HEAPPROFD_STACK_CAP_DEFAULT	(64U << 10)
 #define HEAPPROFD_INTERVAL_DEFAULT	(4096ULL)
@@ -381,7 +389,9 @@ struct heapprofd_rec_alloc {
  * topmost HEAPPROFD_STACK_REUSE_MAX bytes), which must hold them. stack_len
  * is a multiple of 8 and stack_top is not 0. A reader without that record
  * treats the stack as truncated at the first byte it lacks. Combines with
- * HEAPPROFD_ALLOC_STACK_REUSED. The kernel never writes it.
+ * HEAPPROFD_ALLOC_STACK_REUSED. Written only to a consumer that set
+ * HEAPPROFD_CAP_STACK_DELTA in config.consumer_caps; the kernel never
+ * writes it.
  */
 struct heapprofd_stack_delta {
 	__u32 nruns;
