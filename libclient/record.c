@@ -6,6 +6,7 @@
  * free and heap records, and the sequence numbers that order them.
  */
 #define _GNU_SOURCE
+#include <emmintrin.h>
 #include <sched.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -268,6 +269,19 @@ static uint32_t same_top(const struct hp_shadow *sh, uint64_t sp, uint64_t top,
  */
 #define HP_DELTA_MAX_RUNS	64
 
+/* Are 64 bytes the same? SSE2 (every x86-64): a quarter of the
+ * instructions of comparing words, on what is mostly equal. */
+static inline int same64(const uint64_t *a, const uint64_t *b)
+{
+	const __m128i *x = (const __m128i *)a, *y = (const __m128i *)b;
+	__m128i e01 = _mm_and_si128(_mm_cmpeq_epi8(_mm_loadu_si128(x), _mm_loadu_si128(y)),
+				    _mm_cmpeq_epi8(_mm_loadu_si128(x + 1), _mm_loadu_si128(y + 1)));
+	__m128i e23 = _mm_and_si128(_mm_cmpeq_epi8(_mm_loadu_si128(x + 2), _mm_loadu_si128(y + 2)),
+				    _mm_cmpeq_epi8(_mm_loadu_si128(x + 3), _mm_loadu_si128(y + 3)));
+
+	return _mm_movemask_epi8(_mm_and_si128(e01, e23)) == 0xffff;
+}
+
 static int delta_scan(const struct hp_shadow *sh, uint64_t sp, uint32_t own,
 		      struct heapprofd_delta_run *runs, uint32_t *lit)
 {
@@ -286,9 +300,8 @@ static int delta_scan(const struct hp_shadow *sh, uint64_t sp, uint32_t own,
 	 * words below the shadow). */
 	old = (const uint64_t *)(sh->buf + HEAPPROFD_STACK_REUSE_MAX - (sh->top - sp));
 	while (i < nw) {
-		while (i + 4 <= nw && !((live[i] ^ old[i]) | (live[i + 1] ^ old[i + 1]) |
-					(live[i + 2] ^ old[i + 2]) | (live[i + 3] ^ old[i + 3])))
-			i += 4;
+		while (i + 8 <= nw && same64(live + i, old + i))
+			i += 8;
 		while (i < nw && live[i] == old[i])
 			i++;
 		if (i == nw)
