@@ -200,14 +200,13 @@ static void write_config(struct hpd_session *s, const struct hpd_rule *r, int en
 			cfg->stack_cap = HP_STACK_CAP_MAX;
 		/* Without a rule (system mode) too, a full ring waits for room:
 		 * dropping would bias the estimates of the sites that lost
-		 * records (client.rst, "Ring full"). */
-		cfg->flags = r ? r->cfg_flags : HEAPPROFD_CFG_BLOCK;
-		/*
-		 * How long a client waits for room before it drops a record
-		 * (and counts it). Interval 1 asked for exact numbers, so it
-		 * waits longer (a loaded machine, a sanitized daemon).
-		 */
-		cfg->block_timeout_us = cfg->interval == 1 ? 2000000 : 100000;
+		 * records; and the client samples less while its ring fills,
+		 * so that it seldom has to wait (client.rst, "Ring full"). */
+		cfg->flags = (r ? r->cfg_flags : HEAPPROFD_CFG_BLOCK) | HEAPPROFD_CFG_ADAPTIVE;
+		/* The stall bound: only a daemon that read nothing for this
+		 * long ends a client's wait, and its profiling (uapi). */
+		cfg->block_timeout_us = 10000000;
+		cfg->consumer_caps = HEAPPROFD_CAP_STACK_DELTA;	/* pipeline/reuse.c */
 		memcpy(cfg->heaps_off, s->heaps_off, sizeof(cfg->heaps_off));
 	}
 	cfg->enabled = enabled;

@@ -127,6 +127,7 @@ struct heap {
 	struct node root;
 	struct node *all;	/* every node with self values */
 	size_t nnodes;
+	struct hp_ivals ivals;	/* the intervals of its samples */
 };
 
 struct hp_books {
@@ -504,6 +505,7 @@ void hp_books_alloc(struct hp_books *b, const struct heapprofd_rec_alloc *a,
 	}
 	if (!h)
 		goto out;
+	hp_ivals_add(&h->ivals, a->interval, !!(a->hdr.flags & HEAPPROFD_ALLOC_EXACT));
 	if (pe && pe->id == path_id && pe->heap_id == a->heap_id && pe->truncated == truncated) {
 		n = pe->leaf;
 		goto found;
@@ -810,6 +812,9 @@ void hp_books_export(struct hp_books *b, struct hp_prof *out, unsigned which,
 done:
 	hp_prof_add_comment(out, "peak in-use bytes (estimated): %lld",
 			    (long long)b->peak_total);
+	for (i = 0; i <= HEAPPROFD_HEAP_MAX; i++)
+		if (b->heaps[i])
+			hp_ivals_comment(&b->heaps[i]->ivals, b->heaps[i]->name, out);
 	if (b->kexports || b->kreleases || b->klost_records)
 		hp_prof_add_comment(out, "dmabuf heap (kernel records, sample types dmabuf_*, label exporter): %llu DMA-BUF exports sampled (%llu without their exporter record), %llu releases",
 				    (unsigned long long)b->kexports,

@@ -10,6 +10,7 @@
  *   symbolize.c  libdwfl function/file:line lookup, demangling
  *   reuse.c      records made whole from their thread's previous stack
  *   books.c      call-site trees, live allocations, peaks (books thread only)
+ *   intervals.c  the sampling intervals of each heap's samples (books thread)
  *   pipeline.c   threads, queues and the public API
  *   prof.c       the in-memory profile all writers and readers share
  *   pprof.c      pprof (profile.proto) write and read
@@ -112,6 +113,7 @@ struct hp_elf {
 	pthread_mutex_t sym_lock;
 	void *dwfl;
 	void *dwmod;
+	struct hp_symtab *symtab;	/* dwmod's functions by address (symtab.c) */
 	int dwfl_state;			/* 0 untried, 1 ok, -1 failed, 2 being looked
 					 * up (symbolize.c: atomic stores) */
 	int sym_remote;			/* looked up where it may take the network */
@@ -392,6 +394,35 @@ void hp_reuse_build(const struct heapprofd_rec_alloc *a, const struct hp_stack_v
 uint16_t hp_reuse_flags(uint16_t flags, int unknown);
 size_t hp_reuse_mem(const struct hp_reuse *r);
 void hp_reuse_stats(const struct hp_reuse *r, uint64_t *rebuilt, uint64_t *missing);
+
+/* ---- symtab.c: a module's function symbols by address ----------------- */
+
+struct hp_symtab;
+/* dwmod: a Dwfl_Module. NULL if it has no symbols (or no memory). */
+struct hp_symtab *hp_symtab_build(void *dwmod);
+/* The name libdwfl would give addr (module addresses), or NULL: none if
+ * *ask is 0, else ask libdwfl (dwfl_module_addrname). */
+const char *hp_symtab_find(const struct hp_symtab *t, uint64_t addr, int *ask);
+void hp_symtab_free(struct hp_symtab *t);
+
+/* ---- intervals.c: the intervals a heap's samples were drawn at ---------- */
+
+#define HP_IVALS_MAX	24	/* the adaptive levels of one interval, and some */
+
+struct hp_ival {
+	uint64_t interval, samples;
+};
+
+struct hp_ivals {
+	struct hp_ival e[HP_IVALS_MAX];
+	unsigned n, last;
+	uint64_t exact;		/* recorded at their size (HEAPPROFD_ALLOC_EXACT) */
+	uint64_t other;		/* at intervals beyond the table's room */
+};
+
+void hp_ivals_add(struct hp_ivals *v, uint64_t interval, int exact);
+/* One comment line: the intervals, with how many samples each. */
+void hp_ivals_comment(const struct hp_ivals *v, const char *heap, struct hp_prof *out);
 
 /* ---- books.c ------------------------------------------------------------ */
 

@@ -63,13 +63,13 @@ enum job_kind {
  * Events per J_EVENTS job. A free, or an allocation whose frames the memo
  * lends, is a few words for the books: as a job of its own it cost a job
  * cleared and filled, a queue link and several cache lines pulled over to
- * the books thread; in a batch it is one 72-byte entry, read in order. The
+ * the books thread; in a batch it is one 80-byte entry, read in order. The
  * jobs that remain (memo misses, heap and maps records) are rare.
  */
 #define HP_EVENTS_PER_JOB	256
 
 struct event {
-	uint64_t seq, addr, est_size, req_size, usable_size;
+	uint64_t seq, addr, est_size, req_size, usable_size, interval;
 	struct hp_uframe *frames;	/* alloc: lent by the memo */
 	uint64_t memo_id;		/* alloc: the memo entry (books: path_id) */
 	uint32_t heap_id;
@@ -434,6 +434,20 @@ static void books_rec(struct job *j)
 	hp_bump(&pr->b.accounted, 1);
 }
 
+/* The client stopped profiling because this daemon read nothing (uapi
+ * counters.stall_stop_ns). */
+static void stall_comment(struct hp_prof *o, uint64_t ns)
+{
+	time_t sec = (time_t)(ns / 1000000000ULL);
+	char when[40];
+	struct tm tmv;
+
+	gmtime_r(&sec, &tmv);
+	strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tmv);
+	hp_prof_add_comment(o, "WARNING: the client stopped profiling at %s: a record waited for room in its ring while the daemon read nothing from it for the stall bound (the daemon was stopped or stuck). Nothing was dropped: the books end there, so what was allocated after is missing, and blocks freed after still count as in use.",
+			    when);
+}
+
 static void books_dump(struct job *j)
 {
 	struct hp_proc *pr = j->pr;
@@ -494,6 +508,8 @@ static void books_dump(struct job *j)
 						    (unsigned long long)(t.records_dropped - t.frees_dropped),
 						    (unsigned long long)t.est_bytes_dropped,
 						    (unsigned long long)t.frees_dropped);
+			if (t.stall_stop_ns)
+				stall_comment(o, t.stall_stop_ns);
 		}
 		hp_prof_add_comment(o, "unwinding: %llu allocation samples (%llu unwound, %llu from the memo), %llu with <= 1 frame, %llu maps rereads; %llu records in all",
 				    (unsigned long long)pr->b.allocs,
@@ -543,6 +559,7 @@ static void books_events(struct job *j)
 			a.req_size = ev->req_size;
 			a.usable_size = ev->usable_size;
 			a.est_size = ev->est_size;
+			a.interval = ev->interval;
 			a.heap_id = ev->heap_id;
 			hp_bump(&pr->b.allocs, 1);
 			hp_bump(&pr->b.frames, ev->nframes);
@@ -939,6 +956,7 @@ static int memo_event(struct hp_proc *pr, const struct hp_parsed *ps,
 	ev->seq = a->seq;
 	ev->addr = a->addr;
 	ev->est_size = a->est_size;
+	ev->interval = a->interval;
 	ev->req_size = a->req_size;
 	ev->usable_size = a->usable_size;
 	ev->heap_id = a->heap_id;

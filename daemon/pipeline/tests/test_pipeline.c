@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <elfutils/libdwfl.h>
 #include <zlib.h>
 
 #include "../../../tests/tap.h"
@@ -392,6 +393,48 @@ static void test_reuse(struct hp_proc *pr, const uint8_t *rec, uint32_t len, con
 	   s1.memo_hits == s0.memo_hits + 1 && s1.memo_misses == s0.memo_misses,
 	   "%s: a record reusing its thread's top %u stack bytes is made whole (the memo knows it)",
 	   what, k);
+	/* The same stack as a delta (uapi HEAPPROFD_ALLOC_STACK_DELTA): its
+	 * first 64 bytes carried, the rest of its own part the previous
+	 * record's, the top reused: made whole, the memo knows it. */
+	if (!((a->stack_len - k) % 8) && a->stack_len - k > 64) {
+		uint32_t own = a->stack_len - k, dlen = (uint32_t)sizeof(*t) + 16 + 64;
+		struct heapprofd_rec_alloc *d = calloc(1, dlen);
+		struct heapprofd_stack_delta *dh = (void *)(d + 1);
+		struct heapprofd_delta_run *run = (void *)(dh + 1);
+		struct hp_proc_stats sd, se;
+
+		memcpy(d, t, sizeof(*d));
+		d->hdr.len = dlen;
+		d->hdr.flags |= HEAPPROFD_ALLOC_STACK_DELTA;
+		d->stack_len = own;
+		d->addr += 8192;
+		d->seq += 1;
+		dh->nruns = 1;
+		run->off = 0;
+		run->len = 64;
+		memcpy(run + 1, rec + sizeof(*a), 64);
+		hp_proc_get_stats(pr, &sd);
+		fed = !hp_proc_feed(pr, d, dlen, why, sizeof(why));
+		hp_proc_sync(pr);
+		hp_proc_get_stats(pr, &se);
+		ok(fed && se.reuse_rebuilt == sd.reuse_rebuilt + 1 &&
+		   se.memo_hits == sd.memo_hits + 1 && se.memo_misses == sd.memo_misses,
+		   "%s: a stack delta (64 of %u own bytes carried, %u reused) is made whole (the memo knows it)",
+		   what, own, k);
+		/* Runs out of order: malformed. */
+		run->off = own;
+		bad = hp_proc_feed(pr, d, dlen, why, sizeof(why));
+		ok(bad < 0 && strstr(why, "stack delta"),
+		   "%s: a stack delta run past its stack is malformed (%s)", what, why);
+		free(d);
+		/* What follows measures from here: one record's frames. */
+		{
+			uint64_t one = s1.frames - s0.frames;
+
+			s1 = se;
+			s0.frames = s1.frames - one;
+		}
+	}
 	/* A maps record empties the memo: the same record is then built whole
 	 * for the unwinder, which must find the same frames. */
 	{
@@ -2437,6 +2480,62 @@ static void test_drop_frames_and_cum(void)
 	hp_prof_free(&p);
 }
 
+/*
+ * The sorted symbols (symtab.c) name an address as libdwfl's own search
+ * does: every 97th byte of libc, each name the table gives (or its "none")
+ * compared with dwfl_module_addrname's.
+ */
+static void test_symtab(void)
+{
+	static char *dip;
+	static const Dwfl_Callbacks cb = {
+		.find_elf = dwfl_build_id_find_elf,
+		.find_debuginfo = dwfl_standard_find_debuginfo,
+		.section_address = dwfl_offline_section_address,
+		.debuginfo_path = &dip,
+	};
+	Dl_info di;
+	Dwfl *d = dwfl_begin(&cb);
+	Dwfl_Module *m = NULL;
+	struct hp_symtab *t = NULL;
+	GElf_Addr lo = 0, hi = 0, a;
+	long n = 0, named = 0, differ = 0, asked = 0;
+	int fd = -1;
+
+	if (d && dladdr((void *)&malloc, &di) && di.dli_fname)
+		fd = open(di.dli_fname, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		dwfl_report_begin(d);
+		m = dwfl_report_elf(d, di.dli_fname, di.dli_fname, fd, 0, false);
+		dwfl_report_end(d, NULL, NULL);
+	}
+	if (m) {
+		t = hp_symtab_build(m);
+		dwfl_module_info(m, NULL, &lo, &hi, NULL, NULL, NULL, NULL);
+	}
+	for (a = lo; t && a < hi; a += 97, n++) {
+		int ask;
+		const char *x = hp_symtab_find(t, a, &ask), *y;
+
+		if (!x && ask) {
+			asked++;
+			continue;
+		}
+		named += x != NULL;
+		y = dwfl_module_addrname(m, a);
+		if (x ? !y || strcmp(x, y) : y != NULL) {
+			if (differ++ < 3)
+				diag("at %#llx: %s, libdwfl %s", (unsigned long long)a, x, y ? y : "none");
+		}
+	}
+	ok(t && named > 1000 && !differ,
+	   "symtab: %ld of %ld addresses of libc named by the sorted table (%ld left to libdwfl), %ld unlike libdwfl's",
+	   named, n, asked, differ);
+	hp_symtab_free(t);
+	if (d)
+		dwfl_end(d);
+}
+
 int main(void)
 {
 	struct hp_pipeline_opts o = { .unwind_workers = 2 };
@@ -2457,6 +2556,7 @@ int main(void)
 	if (!P)
 		return 1;
 	test_parse();
+	test_symtab();
 	test_unwind(CH_O0, 0, "unwind -O0 frame pointers, live child");
 	test_unwind(CH_O2, 0, "unwind -O2 -fomit-frame-pointer (DWARF), live child");
 	test_unwind(CH_O2, 1, "unwind after the child exited and was reaped");
