@@ -489,6 +489,9 @@ static void drain_ring(struct hpd_session *s, int producer_gone)
 
 	if (!s->enabled || s->ending)
 		return;
+	/* The memory budget waits for memory to come back (mem_budget.c). */
+	if (!producer_gone && hpd_mem_hold())
+		return;
 	guard_on = 1;
 	if (sigsetjmp(guard_env, 0)) {
 		hpd_session_end(s, "SIGBUS reading the ring: the process shrank its shared memory");
@@ -527,8 +530,9 @@ static void drain_ring(struct hpd_session *s, int producer_gone)
 			}
 			guard_on = 1;	/* the sigsetjmp above still holds */
 			heap_announced(s);
-			if (++n >= DRAIN_BATCH && !producer_gone) {
-				/* Be fair to the others; the loop comes back at once. */
+			if ((++n >= DRAIN_BATCH || hpd_mem_fed(1)) && !producer_gone) {
+				/* Be fair to the others, or let the memory budget
+				 * look first (mem_budget.c): the loop comes back at once. */
 				hpd_backlog = 1;
 				break;
 			}
@@ -616,7 +620,7 @@ static void drain_ring(struct hpd_session *s, int producer_gone)
  * a module without kernel records read(2) fails with EINVAL or ENOSYS
  * whatever the size: the session goes on without them.
  */
-#define KREC_BUF	(128U << 10)
+#define KREC_BUF	HPD_KREC_BUF
 /* Reads per drain: a flood of kernel records waits for the next turn. */
 #define KREC_READS	16
 /* Once the process is gone: its queue (1 MiB at most) is read to the end. */
@@ -811,8 +815,12 @@ void hpd_session_end(struct hpd_session *s, const char *why)
 	s->ending = 1;
 	guard_on = 0;
 	if (why) {
+		char note[256];
+
 		snprintf(s->end_reason, sizeof(s->end_reason), "%s", why);
 		hpd_log(HPD_WARN, "pid %d (%s): session ended: %s", (int)s->pid, s->comm, why);
+		snprintf(note, sizeof(note), "WARNING: the session ended early: %s; the books end there", why);
+		hp_proc_note(s->proc, note);
 	}
 	if (s->proc) {
 		/* With dump-at-max: PREFIX.* now and PREFIX.peak.* at the peak.

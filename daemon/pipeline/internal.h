@@ -419,5 +419,9 @@ void hp_books_export(struct hp_books *b, struct hp_prof *out, unsigned which,
 		     struct hp_symreqs *want);
 void hp_books_stats(const struct hp_books *b, uint64_t *live, uint64_t *unmatched);
 size_t hp_books_mem(const struct hp_books *b);
+/* What a dump would take from them: samples (call sites with values), the
+ * frames of their stacks in all, distinct frames (the profile's locations). */
+void hp_books_export_size(const struct hp_books *b, uint64_t *samples, uint64_t *locs,
+			  uint64_t *frames);
 
 #endif
