@@ -144,41 +144,41 @@ static void test_cost(void)
 	       (unsigned long long)c2);
 }
 
-static enum hpd_mem_act decide(uint64_t used, uint64_t reserve, uint64_t shed_ago, uint64_t end_ago,
-			       size_t n)
-{
-	struct hpd_mem_view v = {
-		.budget = 64 * MiB, .used = used, .reserve = reserve, .now_ms = 100000,
-		.shed_ms = shed_ago ? 100000 - shed_ago : 0, .end_ms = end_ago ? 100000 - end_ago : 0,
-		.nsessions = n,
-	};
-
-	return hpd_mem_decide(&v);
-}
-
 static void test_decide(void)
 {
+	static const char *const names[] = { "nothing", "the drains wait", "caches dropped",
+					     "a session ends" };
+	/* 64 MiB: the margin is 8 MiB; with a 16 MiB dump, act from 40 MiB. */
+	static const struct {
+		unsigned used, reserve, shed_ago, end_ago, nsessions;	/* MiB, ms */
+		enum hpd_mem_act want;
+		const char *what;
+	} c[] = {
+		{ 39, 16, 0, 0, 2, HPD_MEM_OK, "39 of 64 MiB, a dump of 16" },
+		{ 41, 16, 0, 0, 2, HPD_MEM_SHED, "41 MiB: what can be rebuilt first" },
+		{ 41, 0, 0, 0, 2, HPD_MEM_OK, "41 MiB but dumps are small" },
+		{ 41, 16, 10, 0, 2, HPD_MEM_HOLD, "41 MiB just after dropping caches: their memory comes back" },
+		{ 45, 16, 10, 0, 2, HPD_MEM_END, "45 MiB (with the dump, past the budget less half the margin)" },
+		{ 41, 16, 300, 0, 2, HPD_MEM_END, "still 41 MiB 300 ms after dropping caches" },
+		{ 41, 16, 300, 20, 2, HPD_MEM_HOLD, "... but a session ended 20 ms ago" },
+		{ 41, 16, 1500, 0, 2, HPD_MEM_SHED, "1.5 s after caches were dropped" },
+		{ 41, 16, 300, 0, 0, HPD_MEM_HOLD, "no session to end" },
+		{ 2, 70, 300, 0, 1, HPD_MEM_END, "a session whose dump alone would pass the budget" },
+	};
 	struct hpd_mem_view none = { .budget = 0, .used = 1ULL << 40 };
 
-	/* 64 MiB: the margin is 8 MiB; with a 16 MiB dump, act from 40 MiB. */
 	tap_ok(hpd_mem_decide(&none) == HPD_MEM_OK, "no budget: nothing ever done");
-	tap_ok(decide(39 * MiB, 16 * MiB, 0, 0, 2) == HPD_MEM_OK, "39 of 64 MiB, a dump of 16: nothing");
-	tap_ok(decide(41 * MiB, 16 * MiB, 0, 0, 2) == HPD_MEM_SHED, "41 MiB: caches dropped first");
-	tap_ok(decide(41 * MiB, 0, 0, 0, 2) == HPD_MEM_OK, "41 MiB but dumps are small: nothing");
-	tap_ok(decide(41 * MiB, 16 * MiB, 10, 0, 2) == HPD_MEM_HOLD,
-	       "41 MiB just after dropping them: the drains wait for the memory to come back");
-	tap_ok(decide(45 * MiB, 16 * MiB, 10, 0, 2) == HPD_MEM_END,
-	       "45 MiB (with the dump past the budget less half the margin): a session ends at once");
-	tap_ok(decide(41 * MiB, 16 * MiB, 300, 0, 2) == HPD_MEM_END,
-	       "still 41 MiB 300 ms after dropping them: a session ends");
-	tap_ok(decide(41 * MiB, 16 * MiB, 300, 20, 2) == HPD_MEM_HOLD,
-	       "... but one ended 20 ms ago: its memory is being given back");
-	tap_ok(decide(41 * MiB, 16 * MiB, 1500, 0, 2) == HPD_MEM_SHED,
-	       "1.5 s after caches were dropped: they are dropped again first");
-	tap_ok(decide(41 * MiB, 16 * MiB, 300, 0, 0) == HPD_MEM_HOLD,
-	       "no session to end: the drains wait");
-	tap_ok(decide(2 * MiB, 70 * MiB, 300, 0, 1) == HPD_MEM_END,
-	       "a session whose dump alone would pass the budget is ended");
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		struct hpd_mem_view v = {
+			.budget = 64 * MiB, .used = c[i].used * MiB, .reserve = c[i].reserve * MiB,
+			.now_ms = 100000, .nsessions = c[i].nsessions,
+			.shed_ms = c[i].shed_ago ? 100000 - c[i].shed_ago : 0,
+			.end_ms = c[i].end_ago ? 100000 - c[i].end_ago : 0,
+		};
+		enum hpd_mem_act got = hpd_mem_decide(&v);
+
+		tap_ok(got == c[i].want, "%s: %s (%s)", c[i].what, names[c[i].want], names[got]);
+	}
 }
 
 static void test_pick(void)
