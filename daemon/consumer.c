@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -737,6 +738,49 @@ static void format_names(unsigned f, char *buf, size_t len)
 			o += snprintf(buf + o, len - o, "%s%s", o ? ", " : "", n[i].name);
 }
 
+/*
+ * What the dump to prefix wrote, for heapprofctl (hpd_put_dump): the files
+ * of the formats it has (none of one the output budget left out, whose
+ * older file may still be there, nor of one removed after), and what was
+ * left out and why.
+ */
+static void note_written(struct hpd_session *s, const char *prefix, int rc,
+			 const struct hp_out_limit *lim)
+{
+	static const struct { unsigned f; const char *ext; } files[] = {
+		{ HP_OUT_PPROF, ".pb.gz" }, { HP_OUT_SVG, ".svg" },
+		{ HP_OUT_FOLDED, ".folded" }, { HP_OUT_TEXT, ".txt" },
+	};
+	unsigned left = lim ? lim->left_out : 0;
+	size_t o = 0, l = 0;
+
+	s->dump_files[0] = s->dump_left[0] = 0;
+	for (size_t i = 0; rc == 0 && i < sizeof(files) / sizeof(files[0]); i++) {
+		char path[sizeof(s->prefix) + 80];
+		struct stat st;
+
+		if (!(s->formats & files[i].f))
+			continue;
+		snprintf(path, sizeof(path), "%s%s", prefix, files[i].ext);
+		if (left & files[i].f)
+			l += snprintf(s->dump_left + l, sizeof(s->dump_left) - l, "%s%s", l ? "," : "",
+				      files[i].ext);
+		else if (!stat(path, &st))
+			o += snprintf(s->dump_files + o, sizeof(s->dump_files) - o, "%s%s",
+				      o ? "," : "", files[i].ext);
+	}
+	snprintf(s->dump_left_why, sizeof(s->dump_left_why), "%s", left ? lim->why : "");
+}
+
+void hpd_put_dump(const struct hpd_session *s, char *msg, size_t len)
+{
+	hpc_put(msg, len, "files", s->dump_files);
+	if (s->dump_left[0]) {
+		hpc_put(msg, len, "left_out", s->dump_left);
+		hpc_put(msg, len, "left_why", s->dump_left_why);
+	}
+}
+
 int hpd_session_dump(struct hpd_session *s, unsigned which, char *path, size_t pathlen)
 {
 	char prefix[640], dflt[sizeof(s->prefix)];
@@ -779,6 +823,7 @@ int hpd_session_dump(struct hpd_session *s, unsigned which, char *path, size_t p
 			hpd_log(HPD_INFO, "pid %d: wrote %s.*", (int)s->pid, prefix);
 		}
 	}
+	note_written(s, prefix, rc, bounded > 0 ? &lim : NULL);
 	if (path)
 		snprintf(path, pathlen, "%s", prefix);
 	return rc;
@@ -842,6 +887,8 @@ void hpd_session_end(struct hpd_session *s, const char *why)
 		hpc_putu(ev, sizeof(ev), "ok", rc == 0);
 		if (rc)
 			hpc_put(ev, sizeof(ev), "error", s->dump_error);
+		else
+			hpd_put_dump(s, ev, sizeof(ev));
 		hpc_putu(ev, sizeof(ev), "records", s->records);
 		hpc_putu(ev, sizeof(ev), "dropped", s->drop_records);
 		hpc_putu(ev, sizeof(ev), "dropped_frees", s->drop_frees);

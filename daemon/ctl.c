@@ -345,6 +345,7 @@ static void ctl_request(struct ctlconn *c, char *m)
 					"writing the profile failed (see the daemon's log)");
 			} else {
 				hpc_put(rep, sizeof(rep), "prefix", path);
+				hpd_put_dump(s, rep, sizeof(rep));
 			}
 		} else {
 			hpd_session_detach(s);
@@ -353,6 +354,7 @@ static void ctl_request(struct ctlconn *c, char *m)
 				return;
 			}
 			hpc_put(rep, sizeof(rep), "prefix", s->prefix);
+			hpd_put_dump(s, rep, sizeof(rep));
 		}
 	} else if (hpc_verb_is(m, "sessions")) {
 		ctl_sessions(c->w.fd);
@@ -449,6 +451,7 @@ void hpd_ctl_session_ended(const struct hpd_session *s, const char *prefix)
 			continue;
 		if (prefix) {
 			hpc_put(rep, sizeof(rep), "prefix", prefix);
+			hpd_put_dump(s, rep, sizeof(rep));
 		} else {
 			snprintf(rep, sizeof(rep), "err");
 			hpc_put(rep, sizeof(rep), "msg", s->dump_error[0] ? s->dump_error :

@@ -270,6 +270,9 @@ struct hpd_session {
 	uint64_t krecords, kbad;	/* fed, and left out as malformed */
 	char end_reason[160];
 	char dump_error[600];	/* why the last dump failed (hp_proc_dump_why) */
+	/* What the last dump wrote: ".pb.gz,.svg"..., and what the output
+	 * budget left out of it and why (hpd_put_dump). */
+	char dump_files[48], dump_left[48], dump_left_why[256];
 	void *tpriv;			/* transport's state, freed at reap */
 };
 
@@ -289,6 +292,9 @@ void hpd_session_drain(struct hpd_session *s, int producer_gone);
 /* Module transport: read(2) the kernel's records and feed them (part of the drain). */
 void hpd_session_read_kernel(struct hpd_session *s, int producer_gone);
 int hpd_session_dump(struct hpd_session *s, unsigned which, char *path, size_t pathlen);
+/* Add what the last dump wrote to a reply or event: files=.pb.gz,.txt...
+ * and, when some were left out, left_out=... left_why=... */
+void hpd_put_dump(const struct hpd_session *s, char *msg, size_t len);
 void hpd_session_end(struct hpd_session *s, const char *why);
 /* Stop profiling a live process: finished on the tick (consumer.c). */
 void hpd_session_detach(struct hpd_session *s);

@@ -253,9 +253,16 @@ int simple_request(const char *verb, int pid)
 		close(d.fd);
 		return 1;
 	}
-	hpc_get(rep, "prefix", v, sizeof(v));
-	hp_printable(v, sizeof(v), v, sizeof(v), NULL);	/* it may hold the process's name */
-	printf("%s %d: wrote %s.pb.gz %s.svg %s.folded %s.txt\n", verb, pid, v, v, v, v);
+	{
+		char files[64], left[64], why[300];
+		int has = !hpc_get(rep, "files", files, sizeof(files));
+
+		hpc_get(rep, "prefix", v, sizeof(v));
+		hpc_get(rep, "left_out", left, sizeof(left));
+		hpc_get(rep, "left_why", why, sizeof(why));
+		printf("%s %d: wrote", verb, pid);
+		print_written(v, has, files, left, why);
+	}
 	close(d.fd);
 	return 0;
 }
