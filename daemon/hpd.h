@@ -184,9 +184,15 @@ struct hpd_session;
 void hpd_mem_session(struct hpd_session *s, uint64_t *held, uint64_t *reserve);
 void hpd_mem_get_stats(struct hpd_mem_stats *st);
 /* The parts, for the tests. */
-enum hpd_mem_act { HPD_MEM_OK, HPD_MEM_HOLD, HPD_MEM_SHED, HPD_MEM_END };
+enum hpd_mem_act {
+	HPD_MEM_OK,		/* nothing to do */
+	HPD_MEM_OWN,		/* over, but by the daemon's own memory: said, no more */
+	HPD_MEM_HOLD,		/* the drains wait while memory comes back */
+	HPD_MEM_SHED,		/* drop what can be rebuilt */
+	HPD_MEM_END,		/* end a session */
+};
 struct hpd_mem_view {
-	uint64_t budget, used, reserve;
+	uint64_t budget, used, held, reserve;	/* held: the sessions' share of used */
 	uint64_t now_ms, shed_ms, end_ms;	/* 0: never */
 	size_t nsessions;
 };

@@ -54,6 +54,7 @@ static unsigned fed;			/* records since the drain last looked */
 static uint64_t debug_ms;
 static uint64_t trims[3];		/* malloc_trim then (0: not due) */
 static uint64_t hold_until;		/* the drains wait until then */
+static uint64_t own_ms;			/* when the daemon's own memory was last said */
 
 /* ---- options ---- */
 
@@ -185,7 +186,7 @@ void hpd_mem_session(struct hpd_session *s, uint64_t *held, uint64_t *reserve)
 enum hpd_mem_act hpd_mem_decide(const struct hpd_mem_view *v)
 {
 	uint64_t margin = v->budget / 8, level;
-	int settling;
+	int settling, urgent;
 
 	if (!v->budget)
 		return HPD_MEM_OK;
@@ -204,8 +205,17 @@ enum hpd_mem_act hpd_mem_decide(const struct hpd_mem_view *v)
 	 */
 	settling = (v->now_ms - v->shed_ms < HPD_MEM_SETTLE_MS) ||
 		   (v->end_ms && v->now_ms - v->end_ms < HPD_MEM_SETTLE_MS);
-	if (settling && v->used + v->reserve < v->budget - margin / 2)
+	urgent = v->used + v->reserve >= v->budget - margin / 2;
+	if (settling && !urgent)
 		return HPD_MEM_HOLD;
+	/*
+	 * Ending a session gives back what the sessions hold. When that is
+	 * little, the rest is the daemon's own (libraries' caches, memory
+	 * malloc keeps but cannot return): no session is ended for it until
+	 * the budget is about to be passed all the same.
+	 */
+	if (!urgent && v->held < level / 2)
+		return HPD_MEM_OWN;
 	return v->nsessions ? HPD_MEM_END : HPD_MEM_HOLD;
 }
 
@@ -378,7 +388,7 @@ void hpd_mem_check(uint64_t now)
 	hold_until = 0;
 	for (int round = 0; round < 4; round++) {
 		struct hpd_mem_view v = {
-			.budget = stats.budget, .used = anon_read, .reserve = reserve,
+			.budget = stats.budget, .used = anon_read, .held = held, .reserve = reserve,
 			.now_ms = now, .shed_ms = shed_ms, .end_ms = end_ms, .nsessions = nuse,
 		};
 		enum hpd_mem_act act;
@@ -391,6 +401,16 @@ void hpd_mem_check(uint64_t now)
 		act = hpd_mem_decide(&v);
 		if (act == HPD_MEM_OK)
 			return;
+		if (act == HPD_MEM_OWN) {
+			if (!own_ms || now - own_ms >= 60000) {
+				own_ms = now;
+				hpd_log(HPD_WARN, "memory budget: %s of %s held, only %s of it by the sessions: the rest is the daemon's own (caches, memory malloc cannot give back); no session is ended for it before the budget is nearly reached",
+					hpd_budget_size_str(v.used, b[0], sizeof(b[0])),
+					hpd_budget_size_str(stats.budget, b[1], sizeof(b[1])),
+					hpd_budget_size_str(held, b[2], sizeof(b[2])));
+			}
+			return;
+		}
 		if (act == HPD_MEM_HOLD) {
 			/* Until the settling ends, when the tick looks again. */
 			hold_until = (shed_ms > end_ms ? shed_ms : end_ms) + HPD_MEM_SETTLE_MS;
@@ -424,6 +444,7 @@ int hpd_mem_fed(unsigned n)
 {
 	uint64_t held, reserve;
 	struct hpd_mem_view v;
+	enum hpd_mem_act act;
 
 	if (!stats.budget || (fed += n) < HPD_MEM_FED_STEP)
 		return 0;
@@ -433,12 +454,14 @@ int hpd_mem_fed(unsigned n)
 	memset(&v, 0, sizeof(v));
 	v.budget = stats.budget;
 	v.used = anon_read + (held > held_read ? held - held_read : 0);
+	v.held = held;
 	v.reserve = reserve;
 	v.now_ms = hpd_now_ms();
 	v.shed_ms = shed_ms;
 	v.end_ms = end_ms;
 	v.nsessions = nuse;
-	return hpd_mem_decide(&v) != HPD_MEM_OK;
+	act = hpd_mem_decide(&v);
+	return act != HPD_MEM_OK && act != HPD_MEM_OWN;
 }
 
 int hpd_mem_hold(void)

@@ -146,31 +146,34 @@ static void test_cost(void)
 
 static void test_decide(void)
 {
-	static const char *const names[] = { "nothing", "the drains wait", "caches dropped",
-					     "a session ends" };
+	static const char *const names[] = { "nothing", "nothing but said", "the drains wait",
+					     "caches dropped", "a session ends" };
 	/* 64 MiB: the margin is 8 MiB; with a 16 MiB dump, act from 40 MiB. */
 	static const struct {
-		unsigned used, reserve, shed_ago, end_ago, nsessions;	/* MiB, ms */
+		unsigned used, held, reserve, shed_ago, end_ago, nsessions;	/* MiB, ms */
 		enum hpd_mem_act want;
 		const char *what;
 	} c[] = {
-		{ 39, 16, 0, 0, 2, HPD_MEM_OK, "39 of 64 MiB, a dump of 16" },
-		{ 41, 16, 0, 0, 2, HPD_MEM_SHED, "41 MiB: what can be rebuilt first" },
-		{ 41, 0, 0, 0, 2, HPD_MEM_OK, "41 MiB but dumps are small" },
-		{ 41, 16, 10, 0, 2, HPD_MEM_HOLD, "41 MiB just after dropping caches: their memory comes back" },
-		{ 45, 16, 10, 0, 2, HPD_MEM_END, "45 MiB (with the dump, past the budget less half the margin)" },
-		{ 41, 16, 300, 0, 2, HPD_MEM_END, "still 41 MiB 300 ms after dropping caches" },
-		{ 41, 16, 300, 20, 2, HPD_MEM_HOLD, "... but a session ended 20 ms ago" },
-		{ 41, 16, 1500, 0, 2, HPD_MEM_SHED, "1.5 s after caches were dropped" },
-		{ 41, 16, 300, 0, 0, HPD_MEM_HOLD, "no session to end" },
-		{ 2, 70, 300, 0, 1, HPD_MEM_END, "a session whose dump alone would pass the budget" },
+		{ 39, 36, 16, 0, 0, 2, HPD_MEM_OK, "39 of 64 MiB, a dump of 16" },
+		{ 41, 38, 16, 0, 0, 2, HPD_MEM_SHED, "41 MiB: what can be rebuilt first" },
+		{ 41, 38, 0, 0, 0, 2, HPD_MEM_OK, "41 MiB but dumps are small" },
+		{ 41, 38, 16, 10, 0, 2, HPD_MEM_HOLD, "41 MiB just after dropping caches: their memory comes back" },
+		{ 45, 42, 16, 10, 0, 2, HPD_MEM_END, "45 MiB (with the dump, past the budget less half the margin)" },
+		{ 41, 38, 16, 300, 0, 2, HPD_MEM_END, "still 41 MiB 300 ms after dropping caches" },
+		{ 41, 38, 16, 300, 20, 2, HPD_MEM_HOLD, "... but a session ended 20 ms ago" },
+		{ 41, 38, 16, 1500, 0, 2, HPD_MEM_SHED, "1.5 s after caches were dropped" },
+		{ 41, 38, 16, 300, 0, 0, HPD_MEM_HOLD, "no session to end" },
+		{ 2, 1, 70, 300, 0, 1, HPD_MEM_END, "a session whose dump alone would pass the budget" },
+		{ 41, 6, 16, 300, 0, 2, HPD_MEM_OWN, "41 MiB of which the sessions hold 6" },
+		{ 45, 6, 16, 300, 0, 2, HPD_MEM_END, "... 45 MiB (with the dump, nearly the budget)" },
 	};
 	struct hpd_mem_view none = { .budget = 0, .used = 1ULL << 40 };
 
 	tap_ok(hpd_mem_decide(&none) == HPD_MEM_OK, "no budget: nothing ever done");
 	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
 		struct hpd_mem_view v = {
-			.budget = 64 * MiB, .used = c[i].used * MiB, .reserve = c[i].reserve * MiB,
+			.budget = 64 * MiB, .used = c[i].used * MiB, .held = c[i].held * MiB,
+			.reserve = c[i].reserve * MiB,
 			.now_ms = 100000, .nsessions = c[i].nsessions,
 			.shed_ms = c[i].shed_ago ? 100000 - c[i].shed_ago : 0,
 			.end_ms = c[i].end_ago ? 100000 - c[i].end_ago : 0,
