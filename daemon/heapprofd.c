@@ -236,6 +236,7 @@ int main(int argc, char **argv)
 	po.unwind_workers = hpd_opts.workers;
 	hpd_mem_init();
 	po.max_queued_bytes = hpd_mem_queue_max();
+	po.max_copied_bytes = hpd_mem_copy_max();
 	hpd_pipe = hp_pipeline_new(&po);
 	if (!hpd_pipe) {
 		hpd_log(HPD_ERR, "cannot start the profile pipeline");

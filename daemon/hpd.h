@@ -179,6 +179,8 @@ int hpd_mem_fed(unsigned n);
 int hpd_mem_hold(void);
 /* Records in flight per process the pipeline may hold (0: its default). */
 uint64_t hpd_mem_queue_max(void);
+/* The private copies of files the pipeline may hold together (0: no bound). */
+uint64_t hpd_mem_copy_max(void);
 /* What session s holds, and what a dump of it would need besides. */
 struct hpd_session;
 void hpd_mem_session(struct hpd_session *s, uint64_t *held, uint64_t *reserve);

@@ -10,10 +10,13 @@
  * made-up stacks) makes the daemon hold gigabytes. So:
  *
  *   - what counts is the daemon's anonymous memory as the kernel has it
- *     (RssAnon and VmSwap of /proc/self/status): every book, cache, queue
- *     and copy it allocates, whatever keeps it. Rings and mapped files are
- *     not counted: the rings are the profiled processes' memory (charged to
- *     them) and mapped files are page cache the kernel may take back;
+ *     (RssAnon and VmSwap of /proc/self/status): every book, cache and
+ *     queue it allocates, whatever keeps it; and the private copies of
+ *     files other users could shrink (shared memory; together at most a
+ *     quarter of the budget, a file past it is not opened). Rings and
+ *     mapped files are not counted: the rings are the profiled processes'
+ *     memory (charged to them) and mapped files are page cache the kernel
+ *     may take back;
  *   - each session's share is what the pipeline says it holds (call-site
  *     tree, live allocations, unwind memo, maps snapshots, queued records,
  *     hp_proc_get_stats) plus its copy buffer; and a dump of it needs room
@@ -137,6 +140,13 @@ int hpd_mem_parse_status(const char *buf, uint64_t *anon)
 		found |= 1 << k;
 	}
 	return found & 1 ? 0 : -1;	/* VmSwap is missing without swap support */
+}
+
+/* Private copies of files others could shrink (the pipeline's ELF cache):
+ * shared memory, not in RssAnon, but the daemon's all the same. */
+static uint64_t copies(void)
+{
+	return hpd_pipe ? hp_pipeline_copied_bytes(hpd_pipe) : 0;
 }
 
 static int read_anon(uint64_t *anon)
@@ -403,7 +413,7 @@ void hpd_mem_check(uint64_t now)
 		malloc_trim(0);
 	survey(&held, &reserve);
 	if (read_anon(&anon) == 0) {
-		anon_read = anon;
+		anon_read = anon + copies();
 		held_read = held;
 	}
 	debug_survey(now, anon_read, held);
@@ -457,7 +467,7 @@ void hpd_mem_check(uint64_t now)
 			survey(&held, &reserve);
 		}
 		if (read_anon(&anon) == 0) {
-			anon_read = anon;
+			anon_read = anon + copies();
 			held_read = held;
 		}
 	}
@@ -490,6 +500,12 @@ int hpd_mem_fed(unsigned n)
 int hpd_mem_hold(void)
 {
 	return hold_until && hpd_now_ms() < hold_until;
+}
+
+uint64_t hpd_mem_copy_max(void)
+{
+	/* The copies of other users' files (shared memory): a quarter. */
+	return stats.budget / 4;
 }
 
 uint64_t hpd_mem_queue_max(void)

@@ -107,6 +107,7 @@ struct hp_elf {
 	int has_ehf;			/* .eh_frame_hdr usable for lookups */
 	uint64_t ehf_vaddr, ehf_table_vaddr, ehf_count;
 	struct hp_elfcache *cache;
+	struct hp_elfcache *copied_in;	/* a private copy counted there (copy_max) */
 	struct hp_elf *next;
 	/* symbolization state: one thread at a time (books thread / cmd) */
 	pthread_mutex_t sym_lock;
@@ -126,6 +127,10 @@ struct hp_elfcache {
 	pthread_mutex_t lock;
 	struct hp_elf *head;
 	struct hp_symd *symd;	/* its files' symbolizer thread, or NULL */
+	/* Private copies of files others could shrink (elf.c): their bytes
+	 * now (atomic) and the most they may take together (0: no bound
+	 * but each file's HP_ELF_COPY_MAX); a file past it is not opened. */
+	uint64_t copied, copy_max;
 };
 
 void hp_elfcache_init(struct hp_elfcache *c);

@@ -688,6 +688,7 @@ struct hp_pipeline *hp_pipeline_new(const struct hp_pipeline_opts *o)
 	if (p->max_frames > HP_MAX_FRAMES_LIMIT)
 		p->max_frames = HP_MAX_FRAMES_LIMIT;
 	hp_elfcache_init(&p->elfs);
+	p->elfs.copy_max = o ? o->max_copied_bytes : 0;
 	pthread_mutex_init(&p->lock, NULL);
 	p->sym_wait_ms = HP_SYM_WAIT_MS_DEFAULT;
 	env = getenv("HEAPPROFD_SYMBOLIZE_WAIT_MS");
@@ -1382,6 +1383,11 @@ void hp_proc_end(struct hp_proc *pr)
 	j = job_new(J_END, pr);
 	j->feed = next_feed(pr);
 	books_push(pr, j, 1);
+}
+
+uint64_t hp_pipeline_copied_bytes(struct hp_pipeline *p)
+{
+	return __atomic_load_n(&p->elfs.copied, __ATOMIC_RELAXED);
 }
 
 void hp_proc_get_stats(struct hp_proc *pr, struct hp_proc_stats *st)

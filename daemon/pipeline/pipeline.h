@@ -30,10 +30,16 @@ struct hp_pipeline_opts {
 	int max_frames;		/* 0 = default 128 */
 	uint64_t max_queued_bytes;	/* records in flight per process: 0 = default
 					 * 8 MiB, and never more (a memory budget) */
+	/* Private copies of ELF files others could shrink, all together
+	 * (0: no bound but 1 GiB a file); a file past it is not opened, and
+	 * that process's frames in it stay addresses. */
+	uint64_t max_copied_bytes;
 };
 
 struct hp_pipeline *hp_pipeline_new(const struct hp_pipeline_opts *o);
 void hp_pipeline_free(struct hp_pipeline *p);
+/* Bytes of those copies now (shared memory the daemon holds). */
+uint64_t hp_pipeline_copied_bytes(struct hp_pipeline *p);
 
 #define HP_PROC_DUMP_AT_MAX	(1U << 0)	/* keep the state at the peak */
 

@@ -22,6 +22,7 @@
 /* ---- what mem_budget.c calls, made up here ---- */
 
 struct hpd_session *hpd_sessions;
+struct hp_pipeline *hpd_pipe;
 
 struct hp_proc {
 	struct hp_proc_stats st;
@@ -31,6 +32,12 @@ struct hp_proc {
 void hp_proc_get_stats(struct hp_proc *pr, struct hp_proc_stats *st)
 {
 	*st = pr->st;
+}
+
+uint64_t hp_pipeline_copied_bytes(struct hp_pipeline *p)
+{
+	(void)p;
+	return 0;
 }
 
 void hp_proc_shed(struct hp_proc *pr)
@@ -46,6 +53,14 @@ void hpd_session_end(struct hpd_session *s, const char *why)
 	ended_s = s;
 	snprintf(ended_why, sizeof(ended_why), "%s", why ? why : "");
 	s->ending = 1;
+}
+
+static int drained[3];
+
+void hpd_session_drain(struct hpd_session *s, int producer_gone)
+{
+	(void)producer_gone;
+	drained[s->pid - 100]++;
 }
 
 uint64_t hpd_now_ms(void)
@@ -229,6 +244,7 @@ static void sessions(void)
 		sess[i].uid = 1000 + i;
 		snprintf(sess[i].comm, sizeof(sess[i].comm), "prog%d", i);
 		sess[i].enabled = 1;
+		sess[i].formats = HP_OUT_PPROF | HP_OUT_FOLDED | HP_OUT_SVG | HP_OUT_TEXT;
 		sess[i].proc = &procs[i];
 		sess[i].next = hpd_sessions;
 		hpd_sessions = &sess[i];
@@ -296,6 +312,12 @@ static void test_look(void)
 	hpd_mem_get_stats(&st);
 	tap_ok(ended_s == &sess[1] && st.ended == 1,
 	       "still too much: the largest session ends (pid %d)", ended_s ? (int)ended_s->pid : 0);
+	tap_ok(drained[0] == 1 && drained[2] == 1 && drained[1] == 0,
+	       "... after the others' rings were emptied (%d %d), not its own (%d)", drained[0],
+	       drained[2], drained[1]);
+	tap_ok(!(sess[1].formats & (HP_OUT_SVG | HP_OUT_FOLDED)) &&
+	       (sess[1].formats & (HP_OUT_PPROF | HP_OUT_TEXT)) == (HP_OUT_PPROF | HP_OUT_TEXT),
+	       "... its profile written as pprof and text (formats %#x)", sess[1].formats);
 	tap_ok(strstr(ended_why, "the daemon's memory budget (--max-memory 64.0 MiB): it held ") &&
 	       strstr(ended_why, "this session 31.0 MiB, the most"), "... why: %s", ended_why);
 	ended_s = NULL;
