@@ -490,8 +490,9 @@ static void drain_ring(struct hpd_session *s, int producer_gone)
 
 	if (!s->enabled || s->ending)
 		return;
-	/* The memory budget waits for memory to come back (mem_budget.c). */
-	if (!producer_gone && hpd_mem_hold())
+	/* The memory budget waits for memory to come back (mem_budget.c),
+	 * the CPU budget for the time spent to average out (cpu_budget.c). */
+	if (!producer_gone && (hpd_mem_hold() || hpd_cpu_hold()))
 		return;
 	guard_on = 1;
 	if (sigsetjmp(guard_env, 0)) {

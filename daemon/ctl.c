@@ -206,6 +206,15 @@ static void ctl_sessions(int fd)
 		hpc_putu(out, sizeof(out), "mem_held", ms.held);
 		hpc_putu(out, sizeof(out), "mem_sheds", ms.sheds);
 		hpc_putu(out, sizeof(out), "mem_ended", ms.ended);
+		/* ...and the CPU budget (cpu_budget.c). */
+		{
+			struct hpd_cpu_stats cs;
+
+			hpd_cpu_get_stats(&cs);
+			hpc_putu(out, sizeof(out), "cpu_max", cs.cap_pct);
+			hpc_putu(out, sizeof(out), "cpu_used", cs.used_pct);
+			hpc_putu(out, sizeof(out), "cpu_held_ms", cs.held_ms);
+		}
 		n = strlen(out);
 		n += snprintf(out + n, sizeof(out) - n, "\n");
 	}

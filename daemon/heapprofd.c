@@ -92,6 +92,8 @@ static void usage(FILE *f)
 "  --max-memory SIZE|N%%   memory the daemon may hold, or N%% of the machine's\n"
 "                         (default 25%%, at most 1G; 0: no bound; private: 0);\n"
 "                         near it caches go, then the largest session ends\n"
+"  --max-cpu PCT          CPU the daemon may spend, in %% of one CPU (default\n"
+"                         0: no cap); over it the drains wait\n"
 "  --transport auto|kernel|socket   (default auto: both when the module is loaded)\n"
 "  -i, --interval BYTES   sampling interval for sessions attached by policy\n"
 "  --continuous-dump MS   dump those sessions every MS milliseconds\n"
@@ -113,6 +115,7 @@ int main(int argc, char **argv)
 		{ "user-max-bytes", required_argument, NULL, 'B' },
 		{ "min-free", required_argument, NULL, 'B' },
 		{ "max-memory", required_argument, NULL, 'm' },
+		{ "max-cpu", required_argument, NULL, 'u' },
 		{ "transport", required_argument, NULL, 't' },
 		{ "interval", required_argument, NULL, 'i' },
 		{ "continuous-dump", required_argument, NULL, 'C' },
@@ -165,6 +168,12 @@ int main(int argc, char **argv)
 			break;
 		case 'm':	/* the memory budget's (mem_budget.c) */
 			if (hpd_mem_option(lo[li].name, optarg, why, sizeof(why))) {
+				fprintf(stderr, "heapprofd: %s\n", why);
+				return 2;
+			}
+			break;
+		case 'u':	/* the CPU budget's (cpu_budget.c) */
+			if (hpd_cpu_option(lo[li].name, optarg, why, sizeof(why))) {
 				fprintf(stderr, "heapprofd: %s\n", why);
 				return 2;
 			}
@@ -235,6 +244,7 @@ int main(int argc, char **argv)
 	memset(&po, 0, sizeof(po));
 	po.unwind_workers = hpd_opts.workers;
 	hpd_mem_init();
+	hpd_cpu_init();
 	po.max_queued_bytes = hpd_mem_queue_max();
 	po.max_copied_bytes = hpd_mem_copy_max();
 	hpd_pipe = hp_pipeline_new(&po);
@@ -312,12 +322,14 @@ int main(int argc, char **argv)
 				  (int)(HPD_TICK_MS - (now - last_tick));
 		}
 		timeout = hpd_sooner(timeout, hpd_mem_wake_ms(hpd_now_ms()));
+		timeout = hpd_sooner(timeout, hpd_cpu_wake_ms(hpd_now_ms()));
 		n = hpd_loop_run(timeout);
 		if (n < 0) {
 			hpd_log(HPD_ERR, "epoll_wait: %s", strerror(-n));
 			break;
 		}
 		now = hpd_now_ms();
+		hpd_cpu_tick(now);
 		if (hpd_backlog || now - last_tick >= HPD_TICK_MS) {
 			hpd_backlog = 0;
 			hpd_mem_check(now);

@@ -13,6 +13,7 @@
  *   rules.c       which sessions to attach and where their profiles go
  *   out_budget.c  what may be written: a budget per user, free space kept
  *   mem_budget.c  what the daemon may hold in memory (--max-memory)
+ *   cpu_budget.c  what the daemon may spend of the CPU (--max-cpu)
  *   log.c         logging
  *
  * One thread runs all of this; the pipeline unwinds on its own workers.
@@ -207,6 +208,28 @@ int hpd_mem_pick(const struct hpd_mem_use *u, size_t n);
 uint64_t hpd_mem_resolve(uint64_t phys);
 int hpd_mem_parse_status(const char *buf, uint64_t *anon);
 uint64_t hpd_mem_dump_cost(uint64_t samples, uint64_t locs, uint64_t locations);
+
+/* ---- cpu_budget.c: what the daemon may spend of the CPU (admin guide, Limits) ---- */
+#define HPD_CPU_WINDOW_MS	1000	/* the CPU spent is averaged over this */
+#define HPD_CPU_MIN_WINDOW_MS	100	/* ... once this much of it has passed */
+#define HPD_CPU_STEP_MS		50	/* the drains wait at most this long at a time */
+
+struct hpd_cpu_stats {
+	unsigned cap_pct;		/* --max-cpu; 0: none */
+	unsigned used_pct;		/* over the last window */
+	uint64_t holds, held_ms;	/* times the drains waited, and how long in all */
+};
+/* --max-cpu: 0, or -1 with why. */
+int hpd_cpu_option(const char *name, const char *arg, char *why, size_t wl);
+void hpd_cpu_init(void);
+/* Every turn of the event loop: the drains wait while over the cap. */
+void hpd_cpu_tick(uint64_t now_ms);
+int hpd_cpu_hold(void);
+/* ms until the drains may go on, or -1. */
+int hpd_cpu_wake_ms(uint64_t now_ms);
+void hpd_cpu_get_stats(struct hpd_cpu_stats *st);
+/* For the tests: the wait for spent_ms of CPU in elapsed_ms under pct. */
+uint64_t hpd_cpu_pause(uint64_t spent_ms, uint64_t elapsed_ms, unsigned pct);
 
 /* ---- process.c ---- */
 struct hpd_ident {		/* what a process was when it said hello */

@@ -344,6 +344,10 @@ int do_sessions(void)
 		       hpc_getu(first, "refused_user", 0), hpc_getu(first, "left_out", 0));
 	if (first)
 		print_memory(first);
+	if (first && hpc_getu(first, "cpu_max", 0))
+		printf("cpu: %llu%% of a CPU over the last second, at most %llu%% (--max-cpu); the drains waited %.1f s in all\n",
+		       hpc_getu(first, "cpu_used", 0), hpc_getu(first, "cpu_max", 0),
+		       hpc_getu(first, "cpu_held_ms", 0) / 1000.0);
 	close(d.fd);
 	return 0;
 }
