@@ -5,7 +5,8 @@
  * decides at each level, which session it ends (the user holding the most
  * loses its largest), and the whole look on the tick against this test's
  * own memory: sessions whose pipeline figures are made up here, a real
- * RssAnon raised by touching memory. TAP lines.
+ * RssAnon raised by touching memory. And the CPU budget's arithmetic
+ * (daemon/cpu_budget.c). TAP lines.
  */
 #include <errno.h>
 #include <malloc.h>
@@ -349,6 +350,26 @@ static void test_look(void)
 	hpd_mem_fini();
 }
 
+static void test_cpu(void)
+{
+	char why[300] = "";
+
+	tap_ok(hpd_cpu_pause(240, 1000, 25) == 0, "CPU: 240 ms in a second under 25%%: no wait");
+	tap_ok(hpd_cpu_pause(260, 1000, 25) == 40, "... 260 ms: the drains wait 40 ms (%llu)",
+	       (unsigned long long)hpd_cpu_pause(260, 1000, 25));
+	tap_ok(hpd_cpu_pause(900, 1000, 25) == HPD_CPU_STEP_MS,
+	       "... 900 ms: %u ms at a time, then a look again", HPD_CPU_STEP_MS);
+	tap_ok(hpd_cpu_pause(90, 50, 25) == 0, "... not before %u ms of the window", HPD_CPU_MIN_WINDOW_MS);
+	tap_ok(hpd_cpu_pause(900, 1000, 0) == 0, "... no cap: never");
+	tap_ok(hpd_cpu_option("max-cpu", "25", why, sizeof(why)) == 0, "--max-cpu 25 taken");
+	why[0] = 0;
+	tap_ok(hpd_cpu_option("max-cpu", "-5", why, sizeof(why)) < 0 && strstr(why, "percent of one CPU"),
+	       "--max-cpu -5 refused: %s", why);
+	why[0] = 0;
+	tap_ok(hpd_cpu_option("max-cpu", "100000", why, sizeof(why)) < 0 && strstr(why, "out of range"),
+	       "--max-cpu past every CPU of the machine refused: %s", why);
+}
+
 int main(void)
 {
 	hpd_verbosity = HPD_ERR;
@@ -358,6 +379,7 @@ int main(void)
 	test_decide();
 	test_pick();
 	test_look();
+	test_cpu();
 	printf("1..%d\n", tap_n);
 	return tap_failed ? 1 : 0;
 }
