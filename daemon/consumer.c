@@ -532,9 +532,11 @@ static void drain_ring(struct hpd_session *s, int producer_gone)
 			}
 			guard_on = 1;	/* the sigsetjmp above still holds */
 			heap_announced(s);
-			if ((++n >= DRAIN_BATCH || hpd_mem_fed(1)) && !producer_gone) {
+			if ((++n >= DRAIN_BATCH || hpd_mem_fed(1) || hpd_cpu_fed(1)) &&
+			    !producer_gone) {
 				/* Be fair to the others, or let the memory budget
-				 * look first (mem_budget.c): the loop comes back at once. */
+				 * look first (mem_budget.c), or wait for the CPU
+				 * budget (cpu_budget.c): the loop comes back. */
 				hpd_backlog = 1;
 				break;
 			}

@@ -9,7 +9,8 @@
  * has spent more than PCT% of a CPU over the last second (its process CPU
  * clock against the wall clock), the drains wait until the average is back
  * under the cap, at most HPD_CPU_STEP_MS at a time, then look again. The
- * workers finish what is queued meanwhile (at most the queue's bound). The
+ * workers finish what is queued meanwhile (a cap keeps that little:
+ * HPD_CPU_QUEUE_MAX a process). The
  * rings fill in the meantime: their clients wait for room, or sample less,
  * or drop and count, as the ring-full policy says (client.rst): the cap
  * slows or thins the profiles, never the daemon's other duties (the
@@ -34,6 +35,7 @@ static struct hpd_cpu_stats stats;
 static struct { uint64_t ms, cpu_ns; } pts[NPTS];
 static unsigned npts, first;
 static uint64_t hold_until;
+static unsigned fed;			/* records since the drain last looked */
 
 int hpd_cpu_option(const char *name, const char *arg, char *why, size_t wl)
 {
@@ -110,6 +112,27 @@ void hpd_cpu_tick(uint64_t now)
 	hold_until = pause ? now + pause : 0;
 	stats.held_ms += pause;
 	stats.holds += !!pause;
+}
+
+uint64_t hpd_cpu_queue_max(void)
+{
+	/*
+	 * The workers finish what is queued while the drains wait: under a
+	 * cap, little (a slow machine took seconds to unwind the 8 MiB a
+	 * process may queue by default, at full speed).
+	 */
+	return cap_pct ? HPD_CPU_QUEUE_MAX : 0;
+}
+
+int hpd_cpu_fed(unsigned n)
+{
+	/* A drain can run long (it waits for room in the queue as it feeds):
+	 * the clock is read every HPD_CPU_FED_STEP records of it too. */
+	if (!cap_pct || (fed += n) < HPD_CPU_FED_STEP)
+		return 0;
+	fed = 0;
+	hpd_cpu_tick(hpd_now_ms());
+	return hpd_cpu_hold();
 }
 
 int hpd_cpu_hold(void)

@@ -246,6 +246,9 @@ int main(int argc, char **argv)
 	hpd_mem_init();
 	hpd_cpu_init();
 	po.max_queued_bytes = hpd_mem_queue_max();
+	if (hpd_cpu_queue_max() &&
+	    (!po.max_queued_bytes || hpd_cpu_queue_max() < po.max_queued_bytes))
+		po.max_queued_bytes = hpd_cpu_queue_max();
 	po.max_copied_bytes = hpd_mem_copy_max();
 	hpd_pipe = hp_pipeline_new(&po);
 	if (!hpd_pipe) {

@@ -213,6 +213,8 @@ uint64_t hpd_mem_dump_cost(uint64_t samples, uint64_t locs, uint64_t locations);
 #define HPD_CPU_WINDOW_MS	1000	/* the CPU spent is averaged over this */
 #define HPD_CPU_MIN_WINDOW_MS	100	/* ... once this much of it has passed */
 #define HPD_CPU_STEP_MS		50	/* the drains wait at most this long at a time */
+#define HPD_CPU_QUEUE_MAX	(256U << 10)	/* records queued per process under a cap */
+#define HPD_CPU_FED_STEP	64	/* the drain looks after this many records */
 
 struct hpd_cpu_stats {
 	unsigned cap_pct;		/* --max-cpu; 0: none */
@@ -225,6 +227,10 @@ void hpd_cpu_init(void);
 /* Every turn of the event loop: the drains wait while over the cap. */
 void hpd_cpu_tick(uint64_t now_ms);
 int hpd_cpu_hold(void);
+/* The drain fed n records: 1 when it should stop (over the cap). */
+int hpd_cpu_fed(unsigned n);
+/* Records in flight per process under the cap (0: no cap, no bound). */
+uint64_t hpd_cpu_queue_max(void);
 /* ms until the drains may go on, or -1. */
 int hpd_cpu_wake_ms(uint64_t now_ms);
 void hpd_cpu_get_stats(struct hpd_cpu_stats *st);
