@@ -31,7 +31,8 @@
  *     user's session ended by running many of its own). The session's
  *     profile is written as for any early end, saying why in its header;
  *     the log and `heapprofctl sessions` say so too. One at a time: the
- *     next is ended only once the first one's memory is given back.
+ *     next is ended only once the first one's memory is given back, the
+ *     drains waiting meanwhile (HPD_MEM_SETTLE_MS at most).
  *
  * The event loop looks at every tick, and the drain every HPD_MEM_FED_STEP
  * records (cheap: the pipeline's counters; /proc is read on the tick).
@@ -396,9 +397,19 @@ static void debug_survey(uint64_t now, uint64_t anon, uint64_t held)
 		(unsigned long long)held);
 }
 
+/* Read what the daemon holds now (held: the sessions' share now). */
+static void measure(uint64_t held)
+{
+	uint64_t anon;
+
+	/* Without /proc (it cannot be read), the sessions' books alone. */
+	anon_read = (read_anon(&anon) == 0 ? anon : held) + copies();
+	held_read = held;
+}
+
 void hpd_mem_check(uint64_t now)
 {
-	uint64_t held, reserve, anon;
+	uint64_t held, reserve;
 	int trimmed = 0;
 
 	fed = 0;
@@ -412,10 +423,7 @@ void hpd_mem_check(uint64_t now)
 	if (trimmed)
 		malloc_trim(0);
 	survey(&held, &reserve);
-	if (read_anon(&anon) == 0) {
-		anon_read = anon + copies();
-		held_read = held;
-	}
+	measure(held);
 	debug_survey(now, anon_read, held);
 	hold_until = 0;
 	for (int round = 0; round < 4; round++) {
@@ -462,14 +470,14 @@ void hpd_mem_check(uint64_t now)
 			if (i < 0)
 				return;
 			end_one(i, v.used, now);
-			/* From the end of its dump, which took a while. */
+			/* From the end of its dump, which took a while; the next
+			 * look sees what came back (one session at a time). */
 			trim_later(hpd_now_ms());
 			survey(&held, &reserve);
+			measure(held);
+			return;
 		}
-		if (read_anon(&anon) == 0) {
-			anon_read = anon + copies();
-			held_read = held;
-		}
+		measure(held);
 	}
 }
 
@@ -541,6 +549,9 @@ int hpd_mem_init(void)
 	if (status_fd < 0 || read_anon(&anon_read)) {
 		hpd_log(HPD_WARN, "memory budget: cannot read /proc/self/status (%s): only the sessions' books are counted",
 			strerror(errno));
+		if (status_fd >= 0)
+			close(status_fd);
+		status_fd = -1;
 		anon_read = 0;
 	}
 	/* Memory malloc keeps free counts too: keep less of it. */
