@@ -65,6 +65,7 @@ struct node {
 	uint64_t snap_gen;
 	struct node *next_all;
 	int listed;		/* on its heap's list of nodes with self values */
+	uint32_t depth;		/* frames from the root: a sample's length in a dump */
 };
 
 struct live {
@@ -142,6 +143,8 @@ struct hp_books {
 	uint64_t events;
 	uint64_t unmatched_frees;
 	size_t nframes, nnodes;
+	/* What a dump of the books holds (hp_books_export_size). */
+	uint64_t listed, listed_depth;
 	int dump_at_max;
 	struct stack_ent stacks[HP_STACK_CACHE];
 	struct path_ent paths[HP_PATH_CACHE];
@@ -360,6 +363,7 @@ static struct node *child(struct hp_books *b, struct node *parent, struct frame 
 		return NULL;
 	n->parent = parent;
 	n->frame = fr;
+	n->depth = parent->depth + 1;
 	n->snap_gen = (uint64_t)-1;
 	if (hp_hmap_put(&b->children, (uintptr_t)parent, (uintptr_t)fr, n)) {
 		free(n);
@@ -566,6 +570,8 @@ found:
 		n->next_all = h->all;
 		h->all = n;
 		h->nnodes++;
+		b->listed++;
+		b->listed_depth += n->depth;
 	}
 	l = live_get(b);
 	if (!l)
@@ -703,6 +709,14 @@ size_t hp_books_mem(const struct hp_books *b)
 	       b->nnodes * (sizeof(struct node) + ovh) +
 	       b->live.n * (sizeof(struct live) + ovh) +
 	       b->pending.n * (sizeof(struct pending) + ovh) + b->stack_bytes;
+}
+
+void hp_books_export_size(const struct hp_books *b, uint64_t *samples, uint64_t *locs,
+			  uint64_t *frames)
+{
+	*samples = b->listed;
+	*locs = b->listed_depth;
+	*frames = b->nframes;
 }
 
 /* ---- export ------------------------------------------------------------ */

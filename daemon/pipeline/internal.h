@@ -108,6 +108,7 @@ struct hp_elf {
 	int has_ehf;			/* .eh_frame_hdr usable for lookups */
 	uint64_t ehf_vaddr, ehf_table_vaddr, ehf_count;
 	struct hp_elfcache *cache;
+	struct hp_elfcache *copied_in;	/* a private copy counted there (copy_max) */
 	struct hp_elf *next;
 	/* symbolization state: one thread at a time (books thread / cmd) */
 	pthread_mutex_t sym_lock;
@@ -128,6 +129,10 @@ struct hp_elfcache {
 	pthread_mutex_t lock;
 	struct hp_elf *head;
 	struct hp_symd *symd;	/* its files' symbolizer thread, or NULL */
+	/* Private copies of files others could shrink (elf.c): their bytes
+	 * now (atomic) and the most they may take together (0: no bound
+	 * but each file's HP_ELF_COPY_MAX); a file past it is not opened. */
+	uint64_t copied, copy_max;
 };
 
 void hp_elfcache_init(struct hp_elfcache *c);
@@ -450,5 +455,9 @@ void hp_books_export(struct hp_books *b, struct hp_prof *out, unsigned which,
 		     struct hp_symreqs *want);
 void hp_books_stats(const struct hp_books *b, uint64_t *live, uint64_t *unmatched);
 size_t hp_books_mem(const struct hp_books *b);
+/* What a dump would take from them: samples (call sites with values), the
+ * frames of their stacks in all, distinct frames (the profile's locations). */
+void hp_books_export_size(const struct hp_books *b, uint64_t *samples, uint64_t *locs,
+			  uint64_t *frames);
 
 #endif

@@ -2536,6 +2536,81 @@ static void test_symtab(void)
 		dwfl_end(d);
 }
 
+/*
+ * What the daemon's memory budget asks of the pipeline: how large a dump
+ * would be, the memo let go of, a line in every later dump's header, and
+ * private copies of files others could shrink held within a bound.
+ */
+static void test_budget_hooks(void)
+{
+	struct hp_proc *pr = self_proc(0);
+	struct hp_proc_stats st, st0;
+	struct hp_elfcache c;
+	struct hp_elf *e, *e2;
+	char prefix[300], path[400], cmd[1200], *out;
+	struct stat sb;
+	int fd;
+
+	feed_alloc(pr, site_a, 0x1000, 64, 1);
+	feed_alloc(pr, site_b, 0x2000, 64, 2);
+	feed_alloc(pr, site_b, 0x3000, 64, 3);
+	hp_proc_sync(pr);
+	hp_proc_get_stats(pr, &st);
+	/* These made-up records unwind to their one frame. */
+	ok(st.dump_samples == 2 && st.dump_locs == 2 && st.dump_locations == 2,
+	   "budget: a dump's size: %llu samples (site_a, site_b), %llu frames in all, %llu locations",
+	   (unsigned long long)st.dump_samples, (unsigned long long)st.dump_locs,
+	   (unsigned long long)st.dump_locations);
+	/* The same stack again: from the memo; after hp_proc_shed, unwound. */
+	feed_alloc(pr, site_a, 0x4000, 64, 4);
+	hp_proc_sync(pr);
+	hp_proc_get_stats(pr, &st0);
+	hp_proc_shed(pr);
+	feed_alloc(pr, site_a, 0x5000, 64, 5);
+	hp_proc_sync(pr);
+	hp_proc_get_stats(pr, &st);
+	ok(st0.memo_hits >= 1 && st.memo_hits == st0.memo_hits &&
+	   st.memo_misses == st0.memo_misses + 1 && st.dump_samples == 2,
+	   "budget: the memo let go of: a stack it knew is unwound again (hits %llu -> %llu, misses %llu -> %llu)",
+	   (unsigned long long)st0.memo_hits, (unsigned long long)st.memo_hits,
+	   (unsigned long long)st0.memo_misses, (unsigned long long)st.memo_misses);
+	hp_proc_note(pr, "WARNING: the session ended early: a test");
+	snprintf(prefix, sizeof(prefix), "%s/noted", tmpdir);
+	hp_proc_dump(pr, prefix, HP_OUT_TEXT, HP_DUMP_NOW);
+	snprintf(path, sizeof(path), "%s.txt", prefix);
+	out = slurp(path);
+	ok(out && strstr(out, "(books), session 0, now\n# WARNING: the session ended early: a test\n"),
+	   "budget: a note is in the dump's header, after its first line");
+	free(out);
+	hp_proc_end(pr);
+
+	/* A file its group may write: copied, not mapped (elf.c). */
+	snprintf(path, sizeof(path), "%s/shared.so", tmpdir);
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s' && chmod 666 '%s'", HP_DLTEST_SO, path, path);
+	if (system(cmd) || stat(path, &sb)) {
+		ok(0, "budget: a group-writable copy of the test library");
+		return;
+	}
+	hp_elfcache_init(&c);
+	c.copy_max = (uint64_t)sb.st_size - 1;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	e = hp_elf_open(&c, path, fd, 0, 0);
+	ok(!e && c.copied == 0, "budget: a file whose copy would pass the copies' bound is not opened");
+	if (e)
+		hp_elf_put(e);
+	c.copy_max = 2 * (uint64_t)sb.st_size;
+	e = hp_elf_open(&c, path, -1, 0, 0);
+	e2 = hp_elf_open(&c, path, -1, 0, 0);
+	ok(e && e2 == e && c.copied == (uint64_t)sb.st_size,
+	   "budget: within it, copied once and counted (%llu of %lld bytes)",
+	   (unsigned long long)c.copied, (long long)sb.st_size);
+	hp_elf_put(e2);
+	hp_elf_put(e);
+	ok(c.copied == 0, "budget: its bytes given back with the last reference (%llu)",
+	   (unsigned long long)c.copied);
+	hp_elfcache_fini(&c);
+}
+
 int main(void)
 {
 	struct hp_pipeline_opts o = { .unwind_workers = 2 };
@@ -2583,6 +2658,7 @@ int main(void)
 	test_outfile();
 	test_drop_frames_and_cum();
 	test_timeline();
+	test_budget_hooks();
 	hp_pipeline_free(P);
 	ok(1, "pipeline: shuts down cleanly");
 	if (!tap_failed && !getenv("HP_KEEP")) {
