@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -200,14 +201,13 @@ static void write_config(struct hpd_session *s, const struct hpd_rule *r, int en
 			cfg->stack_cap = HP_STACK_CAP_MAX;
 		/* Without a rule (system mode) too, a full ring waits for room:
 		 * dropping would bias the estimates of the sites that lost
-		 * records (client.rst, "Ring full"). */
-		cfg->flags = r ? r->cfg_flags : HEAPPROFD_CFG_BLOCK;
-		/*
-		 * How long a client waits for room before it drops a record
-		 * (and counts it). Interval 1 asked for exact numbers, so it
-		 * waits longer (a loaded machine, a sanitized daemon).
-		 */
-		cfg->block_timeout_us = cfg->interval == 1 ? 2000000 : 100000;
+		 * records; and the client samples less while its ring fills,
+		 * so that it seldom has to wait (client.rst, "Ring full"). */
+		cfg->flags = (r ? r->cfg_flags : HEAPPROFD_CFG_BLOCK) | HEAPPROFD_CFG_ADAPTIVE;
+		/* The stall bound: only a daemon that read nothing for this
+		 * long ends a client's wait, and its profiling (uapi). */
+		cfg->block_timeout_us = 10000000;
+		cfg->consumer_caps = HEAPPROFD_CAP_STACK_DELTA;	/* pipeline/reuse.c */
 		memcpy(cfg->heaps_off, s->heaps_off, sizeof(cfg->heaps_off));
 	}
 	cfg->enabled = enabled;
@@ -489,6 +489,10 @@ static void drain_ring(struct hpd_session *s, int producer_gone)
 
 	if (!s->enabled || s->ending)
 		return;
+	/* The memory budget waits for memory to come back (mem_budget.c),
+	 * the CPU budget for the time spent to average out (cpu_budget.c). */
+	if (!producer_gone && (hpd_mem_hold() || hpd_cpu_hold()))
+		return;
 	guard_on = 1;
 	if (sigsetjmp(guard_env, 0)) {
 		hpd_session_end(s, "SIGBUS reading the ring: the process shrank its shared memory");
@@ -527,8 +531,11 @@ static void drain_ring(struct hpd_session *s, int producer_gone)
 			}
 			guard_on = 1;	/* the sigsetjmp above still holds */
 			heap_announced(s);
-			if (++n >= DRAIN_BATCH && !producer_gone) {
-				/* Be fair to the others; the loop comes back at once. */
+			if ((++n >= DRAIN_BATCH || hpd_mem_fed(1) || hpd_cpu_fed(1)) &&
+			    !producer_gone) {
+				/* Be fair to the others, or let the memory budget
+				 * look first (mem_budget.c), or wait for the CPU
+				 * budget (cpu_budget.c): the loop comes back. */
 				hpd_backlog = 1;
 				break;
 			}
@@ -616,7 +623,7 @@ static void drain_ring(struct hpd_session *s, int producer_gone)
  * a module without kernel records read(2) fails with EINVAL or ENOSYS
  * whatever the size: the session goes on without them.
  */
-#define KREC_BUF	(128U << 10)
+#define KREC_BUF	HPD_KREC_BUF
 /* Reads per drain: a flood of kernel records waits for the next turn. */
 #define KREC_READS	16
 /* Once the process is gone: its queue (1 MiB at most) is read to the end. */
@@ -733,6 +740,49 @@ static void format_names(unsigned f, char *buf, size_t len)
 			o += snprintf(buf + o, len - o, "%s%s", o ? ", " : "", n[i].name);
 }
 
+/*
+ * What the dump to prefix wrote, for heapprofctl (hpd_put_dump): the files
+ * of the formats it has (none of one the output budget left out, whose
+ * older file may still be there, nor of one removed after), and what was
+ * left out and why.
+ */
+static void note_written(struct hpd_session *s, const char *prefix, int rc,
+			 const struct hp_out_limit *lim)
+{
+	static const struct { unsigned f; const char *ext; } files[] = {
+		{ HP_OUT_PPROF, ".pb.gz" }, { HP_OUT_SVG, ".svg" },
+		{ HP_OUT_FOLDED, ".folded" }, { HP_OUT_TEXT, ".txt" },
+	};
+	unsigned left = lim ? lim->left_out : 0;
+	size_t o = 0, l = 0;
+
+	s->dump_files[0] = s->dump_left[0] = 0;
+	for (size_t i = 0; rc == 0 && i < sizeof(files) / sizeof(files[0]); i++) {
+		char path[sizeof(s->prefix) + 80];
+		struct stat st;
+
+		if (!(s->formats & files[i].f))
+			continue;
+		snprintf(path, sizeof(path), "%s%s", prefix, files[i].ext);
+		if (left & files[i].f)
+			l += snprintf(s->dump_left + l, sizeof(s->dump_left) - l, "%s%s", l ? "," : "",
+				      files[i].ext);
+		else if (!stat(path, &st))
+			o += snprintf(s->dump_files + o, sizeof(s->dump_files) - o, "%s%s",
+				      o ? "," : "", files[i].ext);
+	}
+	snprintf(s->dump_left_why, sizeof(s->dump_left_why), "%s", left ? lim->why : "");
+}
+
+void hpd_put_dump(const struct hpd_session *s, char *msg, size_t len)
+{
+	hpc_put(msg, len, "files", s->dump_files);
+	if (s->dump_left[0]) {
+		hpc_put(msg, len, "left_out", s->dump_left);
+		hpc_put(msg, len, "left_why", s->dump_left_why);
+	}
+}
+
 int hpd_session_dump(struct hpd_session *s, unsigned which, char *path, size_t pathlen)
 {
 	char prefix[640], dflt[sizeof(s->prefix)];
@@ -775,6 +825,7 @@ int hpd_session_dump(struct hpd_session *s, unsigned which, char *path, size_t p
 			hpd_log(HPD_INFO, "pid %d: wrote %s.*", (int)s->pid, prefix);
 		}
 	}
+	note_written(s, prefix, rc, bounded > 0 ? &lim : NULL);
 	if (path)
 		snprintf(path, pathlen, "%s", prefix);
 	return rc;
@@ -811,8 +862,12 @@ void hpd_session_end(struct hpd_session *s, const char *why)
 	s->ending = 1;
 	guard_on = 0;
 	if (why) {
+		char note[256];
+
 		snprintf(s->end_reason, sizeof(s->end_reason), "%s", why);
 		hpd_log(HPD_WARN, "pid %d (%s): session ended: %s", (int)s->pid, s->comm, why);
+		snprintf(note, sizeof(note), "WARNING: the session ended early: %s; the books end there", why);
+		hp_proc_note(s->proc, note);
 	}
 	if (s->proc) {
 		/* With dump-at-max: PREFIX.* now and PREFIX.peak.* at the peak.
@@ -834,6 +889,8 @@ void hpd_session_end(struct hpd_session *s, const char *why)
 		hpc_putu(ev, sizeof(ev), "ok", rc == 0);
 		if (rc)
 			hpc_put(ev, sizeof(ev), "error", s->dump_error);
+		else
+			hpd_put_dump(s, ev, sizeof(ev));
 		hpc_putu(ev, sizeof(ev), "records", s->records);
 		hpc_putu(ev, sizeof(ev), "dropped", s->drop_records);
 		hpc_putu(ev, sizeof(ev), "dropped_frees", s->drop_frees);

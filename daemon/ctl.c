@@ -133,6 +133,53 @@ static void list_kernel(void *arg, uint64_t id, pid_t pid, const char *comm, uin
 			  state == HEAPPROFD_STATE_ATTACHED ? "attached-elsewhere" : "open");
 }
 
+/*
+ * Sessions that ended early (a malformed record, the memory budget...):
+ * the last few stay in `sessions` as "ended", with why, since their
+ * process may well go on running without a profile.
+ */
+#define ENDED_KEPT	16
+
+struct ended {
+	pid_t pid;
+	uint64_t id, records, bytes, dropped;
+	char comm[17];
+	const char *transport;
+	char prefix[600];
+	char reason[160];
+};
+static struct ended ended[ENDED_KEPT];
+static unsigned nended;		/* ever: the next goes to ended[nended % ENDED_KEPT] */
+
+static void note_ended(const struct hpd_session *s, const char *prefix)
+{
+	struct ended *e = &ended[nended++ % ENDED_KEPT];
+
+	e->pid = s->pid;
+	e->id = s->id;
+	e->records = s->records;
+	e->bytes = s->bytes;
+	e->dropped = s->drop_records;
+	snprintf(e->comm, sizeof(e->comm), "%s", s->comm);
+	e->transport = tname(s);
+	snprintf(e->prefix, sizeof(e->prefix), "%s", prefix && *prefix ? prefix : "-");
+	snprintf(e->reason, sizeof(e->reason), "%s", s->end_reason);
+}
+
+/* One line of `sessions`: the fields by position; key=value ones may follow. */
+static size_t session_line(char *out, size_t cap, pid_t pid, const char *comm, uint64_t id,
+			   const char *transport, const char *state, uint64_t records,
+			   uint64_t bytes, uint64_t dropped, const char *prefix)
+{
+	size_t n = strlen(out);
+
+	if (n < cap)
+		snprintf(out + n, cap - n, "%d %s %llu %s %s %llu %llu %llu %s", (int)pid, comm,
+			 (unsigned long long)id, transport, state, (unsigned long long)records,
+			 (unsigned long long)bytes, (unsigned long long)dropped, prefix);
+	return strlen(out);
+}
+
 static void ctl_sessions(int fd)
 {
 	static char out[HPD_MSG_MAX];
@@ -144,26 +191,58 @@ static void ctl_sessions(int fd)
 	{
 		/* What the output budget did (out_budget.c), on the "ok" line. */
 		struct hpd_budget_stats bs;
+		struct hpd_mem_stats ms;
 
 		hpd_budget_get_stats(&bs);
 		hpc_putu(out, sizeof(out), "budget_removed", bs.removed);
 		hpc_putu(out, sizeof(out), "refused_space", bs.refused_space);
 		hpc_putu(out, sizeof(out), "refused_user", bs.refused_user);
 		hpc_putu(out, sizeof(out), "left_out", bs.left_out);
+		/* ...and the memory budget (mem_budget.c). */
+		hpd_mem_get_stats(&ms);
+		hpc_putu(out, sizeof(out), "mem_budget", ms.budget);
+		hpc_putu(out, sizeof(out), "mem_used", ms.used);
+		hpc_putu(out, sizeof(out), "mem_peak", ms.peak);
+		hpc_putu(out, sizeof(out), "mem_held", ms.held);
+		hpc_putu(out, sizeof(out), "mem_sheds", ms.sheds);
+		hpc_putu(out, sizeof(out), "mem_ended", ms.ended);
+		/* ...and the CPU budget (cpu_budget.c). */
+		{
+			struct hpd_cpu_stats cs;
+
+			hpd_cpu_get_stats(&cs);
+			hpc_putu(out, sizeof(out), "cpu_max", cs.cap_pct);
+			hpc_putu(out, sizeof(out), "cpu_used", cs.used_pct);
+			hpc_putu(out, sizeof(out), "cpu_held_ms", cs.held_ms);
+		}
 		n = strlen(out);
 		n += snprintf(out + n, sizeof(out) - n, "\n");
 	}
-	for (s = hpd_sessions; s && n < sizeof(out) - 512; s = s->next) {
+	for (s = hpd_sessions; s && n < sizeof(out) - 1024; s = s->next) {
+		uint64_t held, reserve;
+
 		if (s->ending)
 			continue;
-		n += snprintf(out + n, sizeof(out) - n,
-			      "%d %s %llu %s %s %llu %llu %llu %s\n", (int)s->pid, s->comm,
-			      (unsigned long long)s->id, tname(s),
-			      s->detach_since_ms ? "detaching" : s->enabled ? "profiling" : "dormant",
-			      (unsigned long long)s->records, (unsigned long long)s->bytes,
-			      s->enabled && s->map ? (unsigned long long)
-				__atomic_load_n(&s->ring.cnt->records_dropped, __ATOMIC_RELAXED) : 0ULL,
-			      s->enabled ? s->prefix : "-");
+		n = session_line(out, sizeof(out), s->pid, s->comm, s->id, tname(s),
+				 s->detach_since_ms ? "detaching" : s->enabled ? "profiling" : "dormant",
+				 s->records, s->bytes,
+				 s->enabled && s->map ? __atomic_load_n(&s->ring.cnt->records_dropped,
+									__ATOMIC_RELAXED) : 0,
+				 s->enabled ? s->prefix : "-");
+		hpd_mem_session(s, &held, &reserve);
+		hpc_putu(out, sizeof(out), "mem", held);
+		n = strlen(out);
+		n += snprintf(out + n, sizeof(out) - n, "\n");
+	}
+	for (unsigned k = nended > ENDED_KEPT ? nended - ENDED_KEPT : 0;
+	     k < nended && n < sizeof(out) - 1024; k++) {
+		const struct ended *e = &ended[k % ENDED_KEPT];
+
+		n = session_line(out, sizeof(out), e->pid, e->comm, e->id, e->transport, "ended",
+				 e->records, e->bytes, e->dropped, e->prefix);
+		hpc_put(out, sizeof(out), "reason", e->reason);
+		n = strlen(out);
+		n += snprintf(out + n, sizeof(out) - n, "\n");
 	}
 	lo.out = out;
 	lo.n = n;
@@ -275,6 +354,7 @@ static void ctl_request(struct ctlconn *c, char *m)
 					"writing the profile failed (see the daemon's log)");
 			} else {
 				hpc_put(rep, sizeof(rep), "prefix", path);
+				hpd_put_dump(s, rep, sizeof(rep));
 			}
 		} else {
 			hpd_session_detach(s);
@@ -283,6 +363,7 @@ static void ctl_request(struct ctlconn *c, char *m)
 				return;
 			}
 			hpc_put(rep, sizeof(rep), "prefix", s->prefix);
+			hpd_put_dump(s, rep, sizeof(rep));
 		}
 	} else if (hpc_verb_is(m, "sessions")) {
 		ctl_sessions(c->w.fd);
@@ -367,6 +448,8 @@ void hpd_ctl_session_ended(const struct hpd_session *s, const char *prefix)
 {
 	struct ctlconn *c;
 
+	if (s->end_reason[0] && s->enabled)
+		note_ended(s, prefix);
 	for (c = ctlconns; c; c = c->next) {
 		char rep[1200] = "ok";
 
@@ -377,6 +460,7 @@ void hpd_ctl_session_ended(const struct hpd_session *s, const char *prefix)
 			continue;
 		if (prefix) {
 			hpc_put(rep, sizeof(rep), "prefix", prefix);
+			hpd_put_dump(s, rep, sizeof(rep));
 		} else {
 			snprintf(rep, sizeof(rep), "err");
 			hpc_put(rep, sizeof(rep), "msg", s->dump_error[0] ? s->dump_error :

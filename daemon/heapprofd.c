@@ -89,6 +89,11 @@ static void usage(FILE *f)
 "                         0: no bound; private: 0); K, M, G, T: KiB, MiB...\n"
 "  --min-free SIZE|N%%     free space no dump takes, on any file system\n"
 "                         (default 5%% of it, at most 1G; 0: none; private: 0)\n"
+"  --max-memory SIZE|N%%   memory the daemon may hold, or N%% of the machine's\n"
+"                         (default 25%%, at most 1G; 0: no bound; private: 0);\n"
+"                         near it caches go, then the largest session ends\n"
+"  --max-cpu PCT          CPU the daemon may spend, in %% of one CPU (default\n"
+"                         0: no cap); over it the drains wait\n"
 "  --transport auto|kernel|socket   (default auto: both when the module is loaded)\n"
 "  -i, --interval BYTES   sampling interval for sessions attached by policy\n"
 "  --continuous-dump MS   dump those sessions every MS milliseconds\n"
@@ -109,6 +114,8 @@ int main(int argc, char **argv)
 		{ "user-max-profiles", required_argument, NULL, 'B' },
 		{ "user-max-bytes", required_argument, NULL, 'B' },
 		{ "min-free", required_argument, NULL, 'B' },
+		{ "max-memory", required_argument, NULL, 'm' },
+		{ "max-cpu", required_argument, NULL, 'u' },
 		{ "transport", required_argument, NULL, 't' },
 		{ "interval", required_argument, NULL, 'i' },
 		{ "continuous-dump", required_argument, NULL, 'C' },
@@ -159,6 +166,18 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'm':	/* the memory budget's (mem_budget.c) */
+			if (hpd_mem_option(lo[li].name, optarg, why, sizeof(why))) {
+				fprintf(stderr, "heapprofd: %s\n", why);
+				return 2;
+			}
+			break;
+		case 'u':	/* the CPU budget's (cpu_budget.c) */
+			if (hpd_cpu_option(lo[li].name, optarg, why, sizeof(why))) {
+				fprintf(stderr, "heapprofd: %s\n", why);
+				return 2;
+			}
+			break;
 		case 's': hpd_opts.socket_path = optarg; break;
 		case 'c': hpd_opts.ctl_path = optarg; break;
 		case 'o': hpd_opts.outdir = optarg; break;
@@ -205,6 +224,7 @@ int main(int argc, char **argv)
 	}
 	hpd_opts.attach_all_default = !hpd_opts.private_mode;
 	hpd_budget_defaults(hpd_opts.private_mode);
+	hpd_mem_defaults(hpd_opts.private_mode);
 	raise_fd_limit();
 
 	sigemptyset(&ss);
@@ -223,6 +243,13 @@ int main(int argc, char **argv)
 
 	memset(&po, 0, sizeof(po));
 	po.unwind_workers = hpd_opts.workers;
+	hpd_mem_init();
+	hpd_cpu_init();
+	po.max_queued_bytes = hpd_mem_queue_max();
+	if (hpd_cpu_queue_max() &&
+	    (!po.max_queued_bytes || hpd_cpu_queue_max() < po.max_queued_bytes))
+		po.max_queued_bytes = hpd_cpu_queue_max();
+	po.max_copied_bytes = hpd_mem_copy_max();
 	hpd_pipe = hp_pipeline_new(&po);
 	if (!hpd_pipe) {
 		hpd_log(HPD_ERR, "cannot start the profile pipeline");
@@ -297,14 +324,18 @@ int main(int argc, char **argv)
 			timeout = now - last_tick >= HPD_TICK_MS ? 0 :
 				  (int)(HPD_TICK_MS - (now - last_tick));
 		}
+		timeout = hpd_sooner(timeout, hpd_mem_wake_ms(hpd_now_ms()));
+		timeout = hpd_sooner(timeout, hpd_cpu_wake_ms(hpd_now_ms()));
 		n = hpd_loop_run(timeout);
 		if (n < 0) {
 			hpd_log(HPD_ERR, "epoll_wait: %s", strerror(-n));
 			break;
 		}
 		now = hpd_now_ms();
+		hpd_cpu_tick(now);
 		if (hpd_backlog || now - last_tick >= HPD_TICK_MS) {
 			hpd_backlog = 0;
+			hpd_mem_check(now);
 			hpd_session_tick(now);
 			last_tick = now;
 		}
@@ -316,6 +347,7 @@ int main(int argc, char **argv)
 	hpd_sessions_reap();
 	hp_pipeline_free(hpd_pipe);
 	hpd_budget_fini();
+	hpd_mem_fini();
 	if (hpd_opts.transport != 1)
 		unlink(hpd_opts.socket_path);
 	unlink(hpd_opts.ctl_path);

@@ -12,6 +12,8 @@
  *   process.c     the process behind a session: pidfd, /proc dir, identity
  *   rules.c       which sessions to attach and where their profiles go
  *   out_budget.c  what may be written: a budget per user, free space kept
+ *   mem_budget.c  what the daemon may hold in memory (--max-memory)
+ *   cpu_budget.c  what the daemon may spend of the CPU (--max-cpu)
  *   log.c         logging
  *
  * One thread runs all of this; the pipeline unwinds on its own workers.
@@ -131,6 +133,110 @@ int hpd_budget_room(const struct statvfs *sv, const char *dir, uint64_t *room, c
 int hpd_budget_key(const char *name, char *key, size_t keylen);
 int hpd_budget_is_temp(const char *name);
 
+/* ---- mem_budget.c: what the daemon may hold in memory (admin guide, Limits) ---- */
+#define HPD_MEM_PCT		25		/* system daemon: this % of the machine's memory, */
+#define HPD_MEM_CAP		(1ULL << 30)	/* ... at most this */
+#define HPD_MEM_MIN		(16ULL << 20)	/* the least budget taken */
+#define HPD_MEM_FED_STEP	1024		/* the drain looks after this many records */
+#define HPD_MEM_SHED_EVERY_MS	1000		/* caches dropped at most this often */
+#define HPD_MEM_SETTLE_MS	100		/* memory let go of is given back within */
+/* A dump's memory: per sample, per frame of a sample's stack, per location. */
+#define HPD_MEM_DUMP_BASE	(256U << 10)
+#define HPD_MEM_DUMP_PER_SAMPLE	440
+#define HPD_MEM_DUMP_PER_FRAME	22
+#define HPD_MEM_DUMP_PER_LOC	1400
+#define HPD_KREC_BUF		(128U << 10)	/* a kernel session's read(2) buffer */
+
+struct hpd_mem_cfg {
+	uint64_t max;			/* bytes; 0: no bound (when pct is 0) */
+	unsigned pct;			/* or this % of the machine's memory, */
+	uint64_t cap;			/* at most this (0: no cap) */
+};
+extern struct hpd_mem_cfg hpd_mem_cfg;
+
+struct hpd_mem_stats {
+	uint64_t budget;		/* bytes; 0: none */
+	uint64_t used, peak;		/* anonymous memory: last and highest seen */
+	uint64_t held;			/* of it, the live sessions' (books, queues) */
+	uint64_t reserve;		/* what the largest dump would need */
+	uint64_t sheds;			/* times caches were dropped for the budget */
+	uint64_t holds;			/* times the drains waited for memory to come back */
+	uint64_t ended;			/* sessions ended for it */
+};
+
+/* --max-memory: 0, or -1 with why. */
+int hpd_mem_option(const char *name, const char *arg, char *why, size_t wl);
+void hpd_mem_defaults(int private_mode);
+/* The budget resolved (a percentage of the machine's memory), first reading. */
+int hpd_mem_init(void);
+void hpd_mem_fini(void);
+/* The tick: measure, and act when the budget is near. */
+void hpd_mem_check(uint64_t now_ms);
+/* ms until hpd_mem_check wants to run though no session is live, or -1. */
+int hpd_mem_wake_ms(uint64_t now_ms);
+/* The drain fed n records: 1 when it should stop and let hpd_mem_check act. */
+int hpd_mem_fed(unsigned n);
+/* 1: the drains wait (memory let go of is being given back). */
+int hpd_mem_hold(void);
+/* Records in flight per process the pipeline may hold (0: its default). */
+uint64_t hpd_mem_queue_max(void);
+/* The private copies of files the pipeline may hold together (0: no bound). */
+uint64_t hpd_mem_copy_max(void);
+/* What session s holds, and what a dump of it would need besides. */
+struct hpd_session;
+void hpd_mem_session(struct hpd_session *s, uint64_t *held, uint64_t *reserve);
+void hpd_mem_get_stats(struct hpd_mem_stats *st);
+/* The parts, for the tests. */
+enum hpd_mem_act {
+	HPD_MEM_OK,		/* nothing to do */
+	HPD_MEM_OWN,		/* over, but by the daemon's own memory: said, no more */
+	HPD_MEM_HOLD,		/* the drains wait while memory comes back */
+	HPD_MEM_SHED,		/* drop what can be rebuilt */
+	HPD_MEM_END,		/* end a session */
+};
+struct hpd_mem_view {
+	uint64_t budget, used, held, reserve;	/* held: the sessions' share of used */
+	uint64_t now_ms, shed_ms, end_ms;	/* 0: never */
+	size_t nsessions;
+};
+enum hpd_mem_act hpd_mem_decide(const struct hpd_mem_view *v);
+struct hpd_mem_use {
+	uid_t uid;
+	uint64_t held, reserve;
+};
+int hpd_mem_pick(const struct hpd_mem_use *u, size_t n);
+uint64_t hpd_mem_resolve(uint64_t phys);
+int hpd_mem_parse_status(const char *buf, uint64_t *anon);
+uint64_t hpd_mem_dump_cost(uint64_t samples, uint64_t locs, uint64_t locations);
+
+/* ---- cpu_budget.c: what the daemon may spend of the CPU (admin guide, Limits) ---- */
+#define HPD_CPU_WINDOW_MS	1000	/* the CPU spent is averaged over this */
+#define HPD_CPU_MIN_WINDOW_MS	100	/* ... once this much of it has passed */
+#define HPD_CPU_STEP_MS		50	/* the drains wait at most this long at a time */
+#define HPD_CPU_QUEUE_MAX	(256U << 10)	/* records queued per process under a cap */
+#define HPD_CPU_FED_STEP	64	/* the drain looks after this many records */
+
+struct hpd_cpu_stats {
+	unsigned cap_pct;		/* --max-cpu; 0: none */
+	unsigned used_pct;		/* over the last window */
+	uint64_t holds, held_ms;	/* times the drains waited, and how long in all */
+};
+/* --max-cpu: 0, or -1 with why. */
+int hpd_cpu_option(const char *name, const char *arg, char *why, size_t wl);
+void hpd_cpu_init(void);
+/* Every turn of the event loop: the drains wait while over the cap. */
+void hpd_cpu_tick(uint64_t now_ms);
+int hpd_cpu_hold(void);
+/* The drain fed n records: 1 when it should stop (over the cap). */
+int hpd_cpu_fed(unsigned n);
+/* Records in flight per process under the cap (0: no cap, no bound). */
+uint64_t hpd_cpu_queue_max(void);
+/* ms until the drains may go on, or -1. */
+int hpd_cpu_wake_ms(uint64_t now_ms);
+void hpd_cpu_get_stats(struct hpd_cpu_stats *st);
+/* For the tests: the wait for spent_ms of CPU in elapsed_ms under pct. */
+uint64_t hpd_cpu_pause(uint64_t spent_ms, uint64_t elapsed_ms, unsigned pct);
+
 /* ---- process.c ---- */
 struct hpd_ident {		/* what a process was when it said hello */
 	uid_t uid[4];		/* real, effective, saved, fs */
@@ -201,6 +307,9 @@ struct hpd_session {
 	uint64_t krecords, kbad;	/* fed, and left out as malformed */
 	char end_reason[160];
 	char dump_error[600];	/* why the last dump failed (hp_proc_dump_why) */
+	/* What the last dump wrote: ".pb.gz,.svg"..., and what the output
+	 * budget left out of it and why (hpd_put_dump). */
+	char dump_files[48], dump_left[48], dump_left_why[256];
 	void *tpriv;			/* transport's state, freed at reap */
 };
 
@@ -220,6 +329,9 @@ void hpd_session_drain(struct hpd_session *s, int producer_gone);
 /* Module transport: read(2) the kernel's records and feed them (part of the drain). */
 void hpd_session_read_kernel(struct hpd_session *s, int producer_gone);
 int hpd_session_dump(struct hpd_session *s, unsigned which, char *path, size_t pathlen);
+/* Add what the last dump wrote to a reply or event: files=.pb.gz,.txt...
+ * and, when some were left out, left_out=... left_why=... */
+void hpd_put_dump(const struct hpd_session *s, char *msg, size_t len);
 void hpd_session_end(struct hpd_session *s, const char *why);
 /* Stop profiling a live process: finished on the tick (consumer.c). */
 void hpd_session_detach(struct hpd_session *s);

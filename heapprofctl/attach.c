@@ -259,11 +259,51 @@ int simple_request(const char *verb, int pid)
 		close(d.fd);
 		return 1;
 	}
-	hpc_get(rep, "prefix", v, sizeof(v));
-	hp_printable(v, sizeof(v), v, sizeof(v), NULL);	/* it may hold the process's name */
-	printf("%s %d: wrote %s.pb.gz %s.svg %s.folded %s.txt\n", verb, pid, v, v, v, v);
+	{
+		char files[64], left[64], why[300];
+		int has = !hpc_get(rep, "files", files, sizeof(files));
+
+		hpc_get(rep, "prefix", v, sizeof(v));
+		hpc_get(rep, "left_out", left, sizeof(left));
+		hpc_get(rep, "left_why", why, sizeof(why));
+		printf("%s %d: wrote", verb, pid);
+		print_written(v, has, files, left, why);
+	}
 	close(d.fd);
 	return 0;
+}
+
+/* "41.2M": a size in a column. */
+static const char *size_col(unsigned long long n, char *buf, size_t len)
+{
+	if (n >= 1ULL << 30)
+		snprintf(buf, len, "%.1fG", (double)n / (1 << 30));
+	else if (n >= 1ULL << 20)
+		snprintf(buf, len, "%.1fM", (double)n / (1 << 20));
+	else if (n >= 1ULL << 10)
+		snprintf(buf, len, "%.1fK", (double)n / (1 << 10));
+	else
+		snprintf(buf, len, "%llu", n);
+	return buf;
+}
+
+/* The daemon's memory budget (the "ok" line's mem_* figures), in MiB. */
+static void print_memory(const char *first)
+{
+	double mib = 1 << 20;
+	unsigned long long budget = hpc_getu(first, "mem_budget", 0);
+	unsigned long long ended = hpc_getu(first, "mem_ended", 0);
+	unsigned long long sheds = hpc_getu(first, "mem_sheds", 0);
+
+	if (!budget)
+		return;
+	printf("memory: %.1f MiB of %.1f MiB (--max-memory), %.1f MiB at most so far; the sessions hold %.1f MiB",
+	       hpc_getu(first, "mem_used", 0) / mib, budget / mib,
+	       hpc_getu(first, "mem_peak", 0) / mib, hpc_getu(first, "mem_held", 0) / mib);
+	if (sheds || ended)
+		printf("; caches dropped %llu time%s, %llu session%s ended over the budget", sheds,
+		       sheds == 1 ? "" : "s", ended, ended == 1 ? "" : "s");
+	printf("\n");
 }
 
 int do_sessions(void)
@@ -275,31 +315,45 @@ int do_sessions(void)
 	reach_daemon(&d, 0, 0);
 	if ((rc = request(&d, "sessions", rep, sizeof(rep))) != 0)
 		die("sessions: %s", no_answer(&d, rc, rep, why, sizeof(why)));
-	printf("%-7s %-16s %-8s %-9s %-9s %10s %12s %8s  %s\n", "PID", "COMM", "SESSION",
-	       "TRANSPORT", "STATE", "RECORDS", "BYTES", "DROPPED", "OUTPUT");
-	first = strtok_r(rep, "\n", &save);	/* "ok", the output budget's counts */
+	printf("%-7s %-16s %-8s %-9s %-9s %10s %12s %8s %7s  %s\n", "PID", "COMM", "SESSION",
+	       "TRANSPORT", "STATE", "RECORDS", "BYTES", "DROPPED", "MEMORY", "OUTPUT");
+	first = strtok_r(rep, "\n", &save);	/* "ok", the budgets' counts */
 	while ((line = strtok_r(NULL, "\n", &save)) != NULL) {
-		char comm[32], tr[16], state[16], pfx[PATH_MAX];
+		char comm[32], tr[16], state[16], pfx[PATH_MAX], mem[32] = "-", v[32];
 		unsigned long long id, rec, bytes, drop;
-		int pid;
+		int pid, end = 0;
 
-		if (sscanf(line, "%d %31s %llu %15s %15s %llu %llu %llu %4095s", &pid, comm, &id, tr,
-			   state, &rec, &bytes, &drop, pfx) != 9)
+		if (sscanf(line, "%d %31s %llu %15s %15s %llu %llu %llu %4095s%n", &pid, comm, &id, tr,
+			   state, &rec, &bytes, &drop, pfx, &end) != 9)
 			continue;
+		/* key=value fields after the prefix: the daemon's memory for
+		 * it, why an ended one ended. */
+		if (!hpc_get(line + end, "mem", v, sizeof(v)) && v[0])
+			size_col(strtoull(v, NULL, 10), mem, sizeof(mem));
 		/* A process's name (the module's dormant sessions: as the
 		 * process set it) and the prefix made from it, printable. */
 		hp_printable(comm, sizeof(comm), comm, sizeof(comm), NULL);
 		hp_printable(tr, sizeof(tr), tr, sizeof(tr), NULL);
 		hp_printable(state, sizeof(state), state, sizeof(state), NULL);
 		hp_printable(pfx, sizeof(pfx), pfx, sizeof(pfx), NULL);
-		printf("%-7d %-16s %-8llu %-9s %-9s %10llu %12llu %8llu  %s\n", pid, comm, id, tr,
-		       state, rec, bytes, drop, pfx);
+		printf("%-7d %-16s %-8llu %-9s %-9s %10llu %12llu %8llu %7s  %s\n", pid, comm, id, tr,
+		       state, rec, bytes, drop, mem, pfx);
+		if (!hpc_get(line + end, "reason", why, sizeof(why)) && why[0]) {
+			hp_printable(why, sizeof(why), why, sizeof(why), NULL);
+			printf("        why it ended: %s\n", why);
+		}
 	}
 	if (first && (hpc_getu(first, "budget_removed", 0) || hpc_getu(first, "refused_space", 0) ||
 		      hpc_getu(first, "refused_user", 0) || hpc_getu(first, "left_out", 0)))
 		printf("output: %llu profiles removed over a user's budget; dumps refused: %llu for the free space kept, %llu over a user's budget; %llu written without some formats\n",
 		       hpc_getu(first, "budget_removed", 0), hpc_getu(first, "refused_space", 0),
 		       hpc_getu(first, "refused_user", 0), hpc_getu(first, "left_out", 0));
+	if (first)
+		print_memory(first);
+	if (first && hpc_getu(first, "cpu_max", 0))
+		printf("cpu: %llu%% of a CPU over the last second, at most %llu%% (--max-cpu); the drains waited %.1f s in all\n",
+		       hpc_getu(first, "cpu_used", 0), hpc_getu(first, "cpu_max", 0),
+		       hpc_getu(first, "cpu_held_ms", 0) / 1000.0);
 	close(d.fd);
 	return 0;
 }

@@ -117,6 +117,10 @@ struct result {
 	unsigned long long dropped, dropped_frees, dropped_bytes;
 	char reason[200];
 	char error[600];	/* why writing failed, when the daemon says */
+	/* The files written (".pb.gz,.txt": has_files when the daemon said),
+	 * and what its output budget left out, and why. */
+	int has_files;
+	char files[64], left_out[64], left_why[300];
 };
 extern struct result results[MAXRES];
 extern int nresults, nlive;
@@ -128,6 +132,9 @@ void print_top(const char *prefix, int lines);
 extern const char *const out_ext[N_OUT_EXT];
 const char *out_prefix(const char *arg);
 const char *diagnose(const char *prefix, char *buf, size_t len);
+/* " PREFIX.pb.gz ..." and what was left out, then a newline (results.c). */
+void print_written(const char *prefix, int has_files, const char *files, const char *left_out,
+		   const char *left_why);
 int show_results(int top);
 
 /* ---- record.c ---- */

@@ -69,6 +69,9 @@ void record_event(const char *m)
 		r->dropped_bytes = hpc_getu(m, "dropped_bytes", 0);
 		get_shown(m, "reason", r->reason, sizeof(r->reason));
 		get_shown(m, "error", r->error, sizeof(r->error));
+		r->has_files = !hpc_get(m, "files", r->files, sizeof(r->files));
+		hpc_get(m, "left_out", r->left_out, sizeof(r->left_out));
+		get_shown(m, "left_why", r->left_why, sizeof(r->left_why));
 		if (!r->done)
 			nlive--;
 		r->done = 1;
@@ -97,6 +100,50 @@ void print_top(const char *prefix, int lines)
 
 /* The files a profile is written as: PREFIX + each of these. */
 const char *const out_ext[N_OUT_EXT] = { ".pb.gz", ".svg", ".folded", ".txt" };
+
+/* Is ext in the daemon's list ".pb.gz,.svg" (ours: only those names)? */
+static int listed(const char *list, const char *ext)
+{
+	size_t n = strlen(ext);
+
+	for (const char *p = list; *p; p += strcspn(p, ",")) {
+		p += *p == ',';
+		if (!strncmp(p, ext, n) && (p[n] == ',' || !p[n]))
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * " PREFIX.pb.gz PREFIX.txt": the files the daemon says it wrote (files=
+ * in its answer), or, from a daemon that does not say, the four names;
+ * then what the output budget left out, and why.
+ */
+void print_written(const char *prefix, int has_files, const char *files, const char *left_out,
+		   const char *left_why)
+{
+	char pfx[PATH_MAX], why[300];
+	int any = 0;
+
+	/* The prefix names files (kept as it is); shown, it is printable. */
+	hp_printable(pfx, sizeof(pfx), prefix, sizeof(pfx), NULL);
+	for (size_t k = 0; k < N_OUT_EXT; k++)
+		if (!has_files || listed(files, out_ext[k])) {
+			printf(" %s%s", pfx, out_ext[k]);
+			any = 1;
+		}
+	if (!any)
+		printf(" nothing");
+	if (left_out && left_out[0]) {
+		hp_printable(why, sizeof(why), left_why ? left_why : "", sizeof(why), NULL);
+		printf(" (left out:");
+		for (size_t k = 0; k < N_OUT_EXT; k++)
+			if (listed(left_out, out_ext[k]))
+				printf(" %s", out_ext[k]);
+		printf(", %s)", why);
+	}
+	printf("\n");
+}
 
 /*
  * -o names a prefix; "-o prof.pb.gz" (or .svg, .folded, .txt) means the
@@ -177,12 +224,17 @@ int show_results(int top)
 			note("pid %d (%s): the session ended early: %s", r->pid, r->comm, r->reason);
 		printf("heapprofctl: pid %d (%s%s): %llu records; wrote", r->pid, r->comm,
 		       r->moved ? ", an image it later exec'd away from" : "", r->records);
-		for (k = 0; k < N_OUT_EXT; k++) {
-			snprintf(path, sizeof(path), "%s%s", r->prefix, out_ext[k]);
-			if (!access(path, R_OK))
-				printf(" %s%s", pfx, out_ext[k]);
+		if (r->has_files) {
+			print_written(r->prefix, 1, r->files, r->left_out, r->left_why);
+		} else {
+			/* A daemon that does not say: the files there are. */
+			for (k = 0; k < N_OUT_EXT; k++) {
+				snprintf(path, sizeof(path), "%s%s", r->prefix, out_ext[k]);
+				if (!access(path, R_OK))
+					printf(" %s%s", pfx, out_ext[k]);
+			}
+			printf("\n");
 		}
-		printf("\n");
 		if (r->dropped)
 			note("pid %d (%s): WARNING: %llu records were dropped because the ring was full "
 			     "(%llu allocation samples, about %llu bytes allocated, and %llu frees): the "

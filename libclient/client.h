@@ -42,9 +42,20 @@ struct hp_config {
 	uint32_t hello_timeout_ms;	/* HEAPPROFD_HELLO_TIMEOUT_MS */
 	int system_preload;		/* loaded without LD_PRELOAD naming us */
 	int stack_reuse;		/* HEAPPROFD_STACK_REUSE (default 1) */
+	int no_adapt;			/* HEAPPROFD_ADAPTIVE=0: never adapt */
+	int stack_delta;		/* the consumer reads stack deltas (caps) */
 };
 
 extern struct hp_config hp_cfg;
+
+/*
+ * The stall bound (block_timeout_us, uapi HEAPPROFD_CFG_BLOCK): a daemon
+ * that reads nothing for this long while a record waits for room is taken
+ * for stopped or stuck. Long, because a busy machine may keep a working
+ * daemon off the CPU for a good while; 0 means no bound.
+ */
+#define HP_STALL_US_DEFAULT	10000000U	/* 10 s */
+#define HP_STALL_US_MAX		600000000U	/* 10 min */
 
 void hp_config_from_env(void);
 int hp_name_matches(void);
@@ -88,9 +99,8 @@ static inline int hp_heap_off(uint32_t id)
 extern const volatile uint32_t *hp_gate;
 extern pthread_mutex_t hp_lock;
 
-/* Effective interval (base << adaptive shift) and its generation. */
-extern uint64_t hp_interval_eff;
-extern uint32_t hp_interval_gen;
+/* The configured interval (the daemon's), for every thread to read. */
+extern uint64_t hp_interval_base;
 
 void hp_session_start(void);		/* from the constructor / lazily */
 void hp_session_stop(const char *why);	/* the daemon is gone */
@@ -105,7 +115,7 @@ int hp_consumer_present(void);
 /* ---- record.c: the record writer ----------------------------------------- */
 
 uint64_t hp_next_seq(void);
-/* A new configured interval: the adaptive shift starts again from 0. */
+/* A new configured interval: the adaptive level starts again from 0. */
 void hp_interval_reset(uint64_t base);
 /* After fork, in the child: the writer's own state starts afresh. */
 void hp_record_forget(void);
@@ -122,6 +132,26 @@ int hp_write_alloc(const void *addr, uint64_t req, uint64_t usable,
 		   uint32_t heap_id, int exact, const uint64_t *regs);
 int hp_write_free(const void *addr, uint32_t heap_id, uint64_t seq);
 int hp_write_heap(uint32_t heap_id, uint64_t interval, const char *name);
+
+/* ---- adapt.c: the adaptive interval ------------------------------------- */
+
+#define HP_ADAPT_MAX_SHIFT 8
+/* The doublings of the interval the ring's fill asks for (0: none). */
+extern uint32_t hp_adapt_level;
+/* Read the ring's fill again and set the level from it. */
+void hp_adapt_note(void);
+void hp_adapt_reset(void);
+
+/* The interval a countdown drawn now uses, for a configured base. Interval
+ * 1 (every allocation, exactly) never adapts. */
+static inline uint64_t hp_adapt_interval(uint64_t base)
+{
+	uint32_t l = __atomic_load_n(&hp_adapt_level, __ATOMIC_RELAXED);
+
+	if (!l || base <= 1)
+		return base;
+	return base < (1ULL << 40) >> l ? base << l : 1ULL << 40;
+}
 
 /* transport_kernel.c / transport_socket.c */
 int hp_kernel_open(struct hp_session *s, int dormant, uint64_t data_size);
@@ -157,7 +187,6 @@ struct hp_thread {
 	 * sample does not add to two shared counters. */
 	uint64_t rec_written, rec_bytes, pub_rec_written, pub_rec_bytes;
 	uint64_t stack_lo, stack_top;
-	uint32_t interval_gen;
 	int inited;
 	int exited;			/* its exit handler ran: stays out */
 	int in_hook;			/* reentrancy guard */

@@ -22,8 +22,10 @@
 struct hp_config hp_cfg = {
 	.interval = HEAPPROFD_INTERVAL_DEFAULT,
 	.stack_cap = HEAPPROFD_STACK_CAP_DEFAULT,
-	.flags = HEAPPROFD_CFG_BLOCK,	/* the daemon's config decides, too */
-	.block_timeout_us = 100000,
+	/* Wait for room, sample less as the ring fills (the daemon's config
+	 * decides, too). */
+	.flags = HEAPPROFD_CFG_BLOCK | HEAPPROFD_CFG_ADAPTIVE,
+	.block_timeout_us = HP_STALL_US_DEFAULT,
 	.ring_size = HEAPPROFD_DATA_SIZE_DEFAULT,
 	.socket_path = HP_SOCKET_DEFAULT,
 	.exit_wait_ms = -1,
@@ -167,8 +169,8 @@ void hp_config_from_env(void)
 	s = getenv("HEAPPROFD_BLOCK");
 	if (s) {
 		v = 0;
-		if (hp_parse_u64(s, &v, 0) || v > 10000000)
-			complain("HEAPPROFD_BLOCK", s, "expected a timeout in microseconds (0..10000000)");
+		if (hp_parse_u64(s, &v, 0) || v > HP_STALL_US_MAX)
+			complain("HEAPPROFD_BLOCK", s, "expected a stall bound in microseconds (0..600000000)");
 		else if (v)
 			hp_cfg.block_timeout_us = (uint32_t)v;
 		else
@@ -176,8 +178,10 @@ void hp_config_from_env(void)
 	}
 	if (env_bool("HEAPPROFD_FOLLOW_FORKS", 0))
 		hp_cfg.flags |= HEAPPROFD_CFG_FOLLOW_FORKS;
-	if (env_bool("HEAPPROFD_ADAPTIVE", 0))
-		hp_cfg.flags |= HEAPPROFD_CFG_ADAPTIVE;
+	/* 0: a fixed interval, whatever the daemon's config says. */
+	hp_cfg.no_adapt = !env_bool("HEAPPROFD_ADAPTIVE", 1);
+	if (hp_cfg.no_adapt)
+		hp_cfg.flags &= ~HEAPPROFD_CFG_ADAPTIVE;
 	hp_cfg.stack_reuse = env_bool("HEAPPROFD_STACK_REUSE", 1);
 	/*
 	 * Loaded without LD_PRELOAD naming us: /etc/ld.so.preload put us into

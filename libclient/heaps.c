@@ -22,7 +22,6 @@ struct hp_heap {
 	char name[32];
 	uint64_t interval;	/* 0: follow the malloc interval */
 	struct hp_sampler smp;
-	uint32_t smp_gen;
 	pthread_mutex_t lock;
 };
 
@@ -57,7 +56,6 @@ HP_EXPORT int heapprofd_register_heap(const char *name, uint64_t interval)
 	hp_sampler_init(&h->smp, interval ? interval : hp_cfg.interval,
 			hp_cfg.have_seed ? hp_cfg.seed ^ (uint64_t)id :
 			(uint64_t)(uintptr_t)h ^ (uint64_t)id << 40);
-	h->smp_gen = hp_interval_gen;
 	pthread_mutex_unlock(&heaps_lock);
 	t->in_hook = 1;
 	hp_write_heap((uint32_t)id, interval ? interval : hp_cfg.interval, h->name);
@@ -82,19 +80,21 @@ HP_EXPORT void heapprofd_report_alloc(int heap, const void *addr, size_t size)
 	/* Only the registers the record uses: this frame is the first the
 	 * stack copy takes in (hooks.c keeps them in TLS instead; here a
 	 * signal handler may report into another heap meanwhile). */
-	uint64_t interval, regs[HEAPPROFD_X86_64_NREGS];
+	uint64_t interval, want, regs[HEAPPROFD_X86_64_NREGS];
 	uint32_t count;
 	int exact, guard;
 
 	if (likely(!*hp_gate) || !(h = get_heap(heap)))
 		return;
 	pthread_mutex_lock(&h->lock);
-	if (!h->interval && h->smp_gen != hp_interval_gen) {
-		h->smp_gen = hp_interval_gen;
-		hp_sampler_set_interval(&h->smp, hp_interval_eff);
-	}
+	/* Decided at the interval that covered these bytes; a new one (the
+	 * daemon's, or adaptive) only for the bytes to come (hooks.c, decide). */
 	count = hp_sampler_account(&h->smp, size, &exact);
 	interval = h->smp.interval;
+	want = hp_adapt_interval(h->interval ? h->interval :
+				 __atomic_load_n(&hp_interval_base, __ATOMIC_RELAXED));
+	if (want != h->smp.interval)
+		hp_sampler_set_interval(&h->smp, want);
 	pthread_mutex_unlock(&h->lock);
 	if (!count || hp_heap_off((uint32_t)heap))
 		return;

@@ -185,9 +185,9 @@ void hp_thread_init(struct hp_thread *t)
 		seed = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32) ^
 		       ((uint64_t)syscall(SYS_gettid) << 16) ^ (uintptr_t)t;
 	}
-	t->interval_gen = __atomic_load_n(&hp_interval_gen, __ATOMIC_ACQUIRE);
 	t->deferred = 0;
-	hp_sampler_init(&t->smp, __atomic_load_n(&hp_interval_eff, __ATOMIC_RELAXED),
+	hp_sampler_init(&t->smp,
+			hp_adapt_interval(__atomic_load_n(&hp_interval_base, __ATOMIC_RELAXED)),
 			seed);
 	t->inited = 1;
 	hp_counters_register(t);
@@ -259,16 +259,16 @@ static inline size_t block_bytes8(void *p, int marked)
  */
 static inline __attribute__((always_inline)) void record(void *p, size_t n,
 							 uint32_t count, int exact,
-							 int marked)
+							 int marked, uint64_t at)
 {
-	uint64_t est = exact ? n : (uint64_t)count * hp_self.smp.interval;
+	uint64_t est = exact ? n : (uint64_t)count * at;
 	uint64_t key = (uint64_t)(uintptr_t)p;
 
 	if (hp_heap_off(HEAPPROFD_HEAP_MALLOC))
 		goto quiet;	/* not in the user's --heaps */
 	hp_regs_capture(hp_self.regs);
 	if (hp_write_alloc(p, n, block_bytes8(p, marked) - 8, est,
-			   hp_self.smp.interval, count, HEAPPROFD_HEAP_MALLOC,
+			   at, count, HEAPPROFD_HEAP_MALLOC,
 			   exact, hp_self.regs))
 		goto quiet;
 	/* The daemon knows this address: its free is recorded. */
@@ -296,14 +296,18 @@ static inline void cap_countdown(struct hp_thread *t)
  * The countdown fell to zero or below (n already subtracted): a sample
  * perhaps, or only the end of a HP_SLOW_EVERY stretch. Here, not on the
  * common path: the counters are published, the control page config and the
- * interval generation are looked at, and the gate is checked by the fast
- * variants, which do not read it themselves. Returns the number of samples
- * (0: not sampled). The caller holds in_hook and a snapshot of the counters.
+ * interval (configured, and adaptive: adapt.c) are looked at, and the gate
+ * is checked by the fast variants, which do not read it themselves.
+ * Returns the number of samples (0: not sampled) and in *at the interval
+ * they were drawn at. The caller holds in_hook and a snapshot of the
+ * counters.
  */
 static inline __attribute__((always_inline)) uint32_t decide(struct hp_thread *t,
-							      size_t n, int *exact)
+							      size_t n, int *exact,
+							      uint64_t *at)
 {
-	uint32_t count = 0, gen;
+	uint32_t count = 0;
+	uint64_t want;
 
 	*exact = 0;
 	if (unlikely(hp_child_pending)) {
@@ -318,6 +322,7 @@ static inline __attribute__((always_inline)) uint32_t decide(struct hp_thread *t
 	if (!t->inited) {
 		hp_thread_init(t);	/* also clears deferred */
 		count = hp_sampler_account(&t->smp, n, exact);
+		*at = t->smp.interval;
 	} else {
 		/* Publishing adds to shared counters: at most once per
 		 * HP_PUBLISH_CALLS allocations, so that sampling at a small
@@ -327,22 +332,26 @@ static inline __attribute__((always_inline)) uint32_t decide(struct hp_thread *t
 		    t->alloc_calls - __atomic_load_n(&t->pub_alloc_calls, __ATOMIC_RELAXED) >=
 		    HP_PUBLISH_CALLS)
 			hp_counters_publish(t);
-		gen = __atomic_load_n(&hp_interval_gen, __ATOMIC_ACQUIRE);
-		if (gen != t->interval_gen) {
-			/* A new interval: redraw (memoryless), then account. */
-			t->interval_gen = gen;
-			t->deferred = 0;
-			hp_sampler_set_interval(&t->smp,
-				__atomic_load_n(&hp_interval_eff, __ATOMIC_RELAXED));
-			count = hp_sampler_account(&t->smp, n, exact);
-		} else {
-			/* The true countdown is countdown + deferred: only
-			 * where that is used up is a byte sampled. */
-			t->smp.countdown += (int64_t)t->deferred;
-			t->deferred = 0;
-			if (t->smp.countdown <= 0)
-				count = hp_sampler_slow(&t->smp, n, exact);
-		}
+		/*
+		 * This allocation's bytes were under the countdown drawn at
+		 * the thread's interval: they are decided with it, and a
+		 * sample stands for that interval. The true countdown is
+		 * countdown + deferred: only where that is used up is a byte
+		 * sampled.
+		 */
+		t->smp.countdown += (int64_t)t->deferred;
+		t->deferred = 0;
+		if (t->smp.countdown <= 0)
+			count = hp_sampler_slow(&t->smp, n, exact);
+		*at = t->smp.interval;
+		/* Only then a new interval for the bytes to come, if the
+		 * daemon's or the ring's (adapt.c) changed: a countdown drawn
+		 * afresh is as good as the rest of the old one (memoryless). */
+		if (!count && __atomic_load_n(&hp_adapt_level, __ATOMIC_RELAXED))
+			hp_adapt_note();	/* no record of ours says it */
+		want = hp_adapt_interval(__atomic_load_n(&hp_interval_base, __ATOMIC_RELAXED));
+		if (unlikely(want != t->smp.interval))
+			hp_sampler_set_interval(&t->smp, want);
 	}
 	cap_countdown(t);
 	if (!*hp_gate) {
@@ -430,6 +439,7 @@ __attribute__((noinline, cold)) static void *slow_alloc(int kind, size_t n, size
 {
 	struct hp_thread *t = &hp_self;
 	uint32_t count;
+	uint64_t at;
 	int exact, marked;
 	void *p;
 
@@ -442,7 +452,7 @@ __attribute__((noinline, cold)) static void *slow_alloc(int kind, size_t n, size
 	}
 	t->in_hook = 1;
 	hp_count_save(t, &t->snap);
-	count = decide(t, n, &exact);
+	count = decide(t, n, &exact, &at);
 	marked = count && hp_mark_key;
 	/*
 	 * No sample for an alignment the mark's offset cannot carry (mark.h),
@@ -455,7 +465,7 @@ __attribute__((noinline, cold)) static void *slow_alloc(int kind, size_t n, size
 		marked = count = 0;
 	p = marked ? marked_alloc(kind, n, align) : real_alloc(kind, n, align);
 	if (p && count)
-		record(p, n, count, exact, marked);
+		record(p, n, count, exact, marked, at);
 	hp_count_restore(t, &t->snap);
 	t->in_hook = 0;
 counted:
@@ -713,7 +723,7 @@ __attribute__((noinline, cold)) static void *realloc_slow(void *old, size_t n, i
 							   int counting)
 {
 	struct hp_thread *t = &hp_self;
-	uint64_t key = (uint64_t)(uintptr_t)old, seq = 0;
+	uint64_t key = (uint64_t)(uintptr_t)old, seq = 0, at = 0;
 	int guard = t->in_hook, was = 0, exact = 0, mark_new;
 	struct hp_count_snap snap;
 	size_t old_bytes8;
@@ -731,7 +741,7 @@ __attribute__((noinline, cold)) static void *realloc_slow(void *old, size_t n, i
 	}
 	old_bytes8 = block_bytes8(old, was);
 	if (expired && !guard && !t->resolving)
-		count = decide(t, n, &exact);
+		count = decide(t, n, &exact, &at);
 	/* A marked block stays marked (a quiet one if this size is not
 	 * sampled): glibc's realloc then resizes it in place or by mremap, where
 	 * making it plain would copy it. */
@@ -746,7 +756,7 @@ __attribute__((noinline, cold)) static void *realloc_slow(void *old, size_t n, i
 	if (seq && (was || hp_freeset_remove(&hp_fs_malloc, key)))
 		hp_write_free(old, HEAPPROFD_HEAP_MALLOC, seq);
 	if (p && count)
-		record(p, n, count, exact, mark_new);
+		record(p, n, count, exact, mark_new, at);
 	hp_count_restore(t, &snap);
 	t->in_hook = guard;
 	if (counting) {

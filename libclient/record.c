@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * The record writer: reserving room in the ring under the ring-full policy
- * (drop and count, bounded wait, adaptive interval), the allocation record
+ * (wait while the daemon reads, or drop and count), the allocation record
  * with its stack (and the part reused from the thread's previous one), the
  * free and heap records, and the sequence numbers that order them.
  */
 #define _GNU_SOURCE
+#include <emmintrin.h>
 #include <sched.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -15,19 +16,18 @@
 #include "client.h"
 #include "stack.h"
 
-uint64_t hp_interval_eff = HEAPPROFD_INTERVAL_DEFAULT;
-uint32_t hp_interval_gen;
+uint64_t hp_interval_base = HEAPPROFD_INTERVAL_DEFAULT;
 static uint64_t hp_seq;
-static unsigned hp_adapt_shift;
-static uint64_t hp_adapt_last_ns;
 /*
- * Set after a record waited in vain for room: no more waiting until the
- * consumer moves. A daemon that is alive but stuck (stopped, frozen in a
- * debugger) then costs the program one bounded wait, not one per sample.
+ * Without HEAPPROFD_CFG_BLOCK (--no-block): set after a free waited in vain
+ * for room, so that no free waits again until the consumer moves. A daemon
+ * that is alive but stuck then costs the program one bounded wait, not one
+ * per free.
  */
 static uint64_t hp_wait_failed_head = ~0ULL;
 
-#define HP_ADAPT_MAX_SHIFT 16
+/* A free (or heap) record waits this long for room even without
+ * HEAPPROFD_CFG_BLOCK. */
 #define HP_FREE_WAIT_US 2000
 
 static uint64_t clock_ns(clockid_t id)
@@ -59,80 +59,61 @@ uint64_t hp_next_seq(void)
 	return __atomic_add_fetch(&hp_seq, 1, __ATOMIC_SEQ_CST);
 }
 
-/* The interval in effect: the configured one, raised by the adaptive shift. */
-static void set_interval(uint64_t base)
-{
-	uint64_t eff = base;
-
-	if (hp_adapt_shift && base < (1ULL << 40) >> hp_adapt_shift)
-		eff = base << hp_adapt_shift;
-	__atomic_store_n(&hp_interval_eff, eff, __ATOMIC_RELAXED);
-	__atomic_add_fetch(&hp_interval_gen, 1, __ATOMIC_RELEASE);
-}
-
 void hp_interval_reset(uint64_t base)
 {
-	hp_adapt_shift = 0;
-	set_interval(base);
+	hp_adapt_reset();
+	__atomic_store_n(&hp_interval_base, base, __ATOMIC_RELAXED);
 }
 
 void hp_record_forget(void)
 {
-	hp_adapt_shift = 0;
+	hp_adapt_reset();
 	hp_wait_failed_head = ~0ULL;
-}
-
-/* Adaptive mode: double the interval while the ring is over half full,
- * halve it again once it drained below an eighth. At most one step per
- * millisecond so one burst does not push the interval to the ceiling. */
-static void adapt(void)
-{
-	struct hp_ring *r = &hp_sess.ring;
-	uint64_t fill, t;
-
-	if (!(hp_cfg.flags & HEAPPROFD_CFG_ADAPTIVE))
-		return;
-	fill = __atomic_load_n(&r->prod->tail, __ATOMIC_RELAXED) -
-	       __atomic_load_n(&r->cons->head, __ATOMIC_RELAXED);
-	if (fill > r->size)
-		return;
-	if (fill > r->size / 2 ? hp_adapt_shift < HP_ADAPT_MAX_SHIFT :
-	    (fill < r->size / 8 && hp_adapt_shift > 0)) {
-		t = now_ns();
-		pthread_mutex_lock(&hp_lock);
-		if (t - hp_adapt_last_ns >= 1000000) {
-			hp_adapt_last_ns = t;
-			if (fill > r->size / 2)
-				hp_adapt_shift++;
-			else
-				hp_adapt_shift--;
-			set_interval(hp_cfg.interval);
-			hp_debug("adaptive: interval now %llu",
-				 (unsigned long long)hp_interval_eff);
-		}
-		pthread_mutex_unlock(&hp_lock);
-	}
 }
 
 /*
  * Allocation records leave this share of the ring to the small records:
- * when a burst fills the ring, the allocations that do not fit are dropped
- * (and counted; the estimates stay unbiased per call site but low by the
- * share dropped), while the frees of sampled blocks still find room. A lost
- * free would leave its block "in use" in the profile for good.
+ * when the ring is nearly full the frees of sampled blocks still find room
+ * at once while allocations wait (a free that waits holds up the program's
+ * free, which is often on a lock's critical path).
  */
 #define HP_FREE_HEADROOM_SHIFT 4	/* 1/16 */
 
 /*
- * Reserve a record, applying the ring-full policy. wait_us: how long to wait
- * for room (0: drop at once). Returns NULL after counting the drop.
+ * The consumer read nothing for the stall bound while a record waited for
+ * room: it is stopped or stuck. Profiling ends here, said in the counters
+ * for the profile; the program runs on unhooked. Nothing is dropped: the
+ * records end at this point, and the daemon, should it come back, reads
+ * them all.
  */
-static struct heapprofd_rec_hdr *reserve(uint32_t len, uint16_t type,
-					 uint32_t wait_us, int is_free)
+static void stall_stop(uint32_t bound_us)
 {
 	struct hp_ring *r = &hp_sess.ring;
+
+	__atomic_store_n(&r->cnt->stall_stop_ns, clock_ns(CLOCK_REALTIME) | 1,
+			 __ATOMIC_RELAXED);
+	hp_debug("the daemon read nothing for %u ms while the ring was full", bound_us / 1000);
+	hp_session_stop("the daemon stalled");
+}
+
+/*
+ * Reserve a record. A full ring, with HEAPPROFD_CFG_BLOCK (the default):
+ * wait for room for as long as the consumer keeps reading, however slowly
+ * (the adaptive interval makes that rare: the ring fills only once the
+ * interval is at its top); only a consumer that read nothing for
+ * block_timeout_us ends the wait, and profiling with it (stall_stop).
+ * Without the flag a record that does not fit is dropped and counted (a
+ * free after a short wait). Returns NULL when nothing is to be written.
+ */
+static struct heapprofd_rec_hdr *reserve(uint32_t len, uint16_t type)
+{
+	struct hp_ring *r = &hp_sess.ring;
+	int block = (hp_cfg.flags & HEAPPROFD_CFG_BLOCK) != 0;
+	int is_free = type == HEAPPROFD_REC_FREE;
+	uint32_t bound_us = block ? hp_cfg.block_timeout_us :
+			    type != HEAPPROFD_REC_ALLOC ? HP_FREE_WAIT_US : 0;
 	struct heapprofd_rec_hdr *h;
-	uint64_t deadline = 0, head;
+	uint64_t moved_ns = 0, head, last_head = 0, t;
 	unsigned spins = 0;
 
 	for (;;) {
@@ -144,14 +125,22 @@ static struct heapprofd_rec_hdr *reserve(uint32_t len, uint16_t type,
 			hp_session_stop("the daemon went away");
 			return NULL;
 		}
-		if (!wait_us || !hp_consumer_present())
+		if (__atomic_load_n(&hp_sess.stopped, __ATOMIC_RELAXED))
+			return NULL;	/* another thread ended it (a stall) */
+		if ((!block && !bound_us) || !hp_consumer_present())
 			break;
 		head = __atomic_load_n(&r->cons->head, __ATOMIC_RELAXED);
-		if (head == __atomic_load_n(&hp_wait_failed_head, __ATOMIC_RELAXED))
+		if (!block && head == __atomic_load_n(&hp_wait_failed_head, __ATOMIC_RELAXED))
 			break;
-		if (!deadline)
-			deadline = now_ns() + (uint64_t)wait_us * 1000;
-		else if (now_ns() > deadline) {
+		t = now_ns();
+		if (!moved_ns || head != last_head) {
+			last_head = head;
+			moved_ns = t;
+		} else if (bound_us && t - moved_ns > (uint64_t)bound_us * 1000) {
+			if (block) {
+				stall_stop(bound_us);
+				return NULL;
+			}
 			__atomic_store_n(&hp_wait_failed_head, head, __ATOMIC_RELAXED);
 			break;
 		}
@@ -268,6 +257,71 @@ static uint32_t same_top(const struct hp_shadow *sh, uint64_t sp, uint64_t top,
 	return k;
 }
 
+/*
+ * Stack delta (uapi HEAPPROFD_ALLOC_STACK_DELTA): below the part that is
+ * the same as last time from the top down, most words of a thread's stack
+ * still are (Python's interpreter: 3,850 bytes beyond that part per sample,
+ * of which 230 differed); only the words that changed go into the record.
+ * A run of changed words goes on through one unchanged word (a new run's
+ * header costs as much). Words below what the shadow holds are new.
+ * Returns the runs, or -1 when more than max would be needed (the stack
+ * then goes as it is).
+ */
+#define HP_DELTA_MAX_RUNS	64
+
+/* Are 64 bytes the same? SSE2 (every x86-64): a quarter of the
+ * instructions of comparing words, on what is mostly equal. */
+static inline int same64(const uint64_t *a, const uint64_t *b)
+{
+	const __m128i *x = (const __m128i *)a, *y = (const __m128i *)b;
+	__m128i e01 = _mm_and_si128(_mm_cmpeq_epi8(_mm_loadu_si128(x), _mm_loadu_si128(y)),
+				    _mm_cmpeq_epi8(_mm_loadu_si128(x + 1), _mm_loadu_si128(y + 1)));
+	__m128i e23 = _mm_and_si128(_mm_cmpeq_epi8(_mm_loadu_si128(x + 2), _mm_loadu_si128(y + 2)),
+				    _mm_cmpeq_epi8(_mm_loadu_si128(x + 3), _mm_loadu_si128(y + 3)));
+
+	return _mm_movemask_epi8(_mm_and_si128(e01, e23)) == 0xffff;
+}
+
+static int delta_scan(const struct hp_shadow *sh, uint64_t sp, uint32_t own,
+		      struct heapprofd_delta_run *runs, uint32_t *lit)
+{
+	const uint64_t *live = (const uint64_t *)(uintptr_t)sp, *old;
+	uint64_t held_lo = sh->top - sh->len;
+	uint32_t nw = own / 8, i = 0, start, n = 0, total = 0;
+
+	if (sp < held_lo) {
+		i = (uint32_t)((held_lo - sp + 7) / 8);
+		if (i > nw)
+			i = nw;
+		runs[n++] = (struct heapprofd_delta_run){ 0, i * 8 };
+		total = i * 8;
+	}
+	/* old[i] is the shadow's word at the address of live[i] (i past the
+	 * words below the shadow). */
+	old = (const uint64_t *)(sh->buf + HEAPPROFD_STACK_REUSE_MAX - (sh->top - sp));
+	while (i < nw) {
+		while (i + 8 <= nw && same64(live + i, old + i))
+			i += 8;
+		while (i < nw && live[i] == old[i])
+			i++;
+		if (i == nw)
+			break;
+		start = i;
+		while (i < nw && (live[i] != old[i] || (i + 1 < nw && live[i + 1] != old[i + 1])))
+			i++;
+		total += (i - start) * 8;
+		if (n && runs[n - 1].off + runs[n - 1].len == start * 8) {
+			runs[n - 1].len += (i - start) * 8;
+			continue;
+		}
+		if (n == HP_DELTA_MAX_RUNS)
+			return -1;
+		runs[n++] = (struct heapprofd_delta_run){ start * 8, (i - start) * 8 };
+	}
+	*lit = total;
+	return (int)n;
+}
+
 /* After a record is written: its topmost bytes become the shadow. */
 static void shadow_update(struct hp_shadow *sh, uint64_t sp, uint64_t top,
 			  uint32_t same, uint32_t gen, int whole)
@@ -304,11 +358,12 @@ int hp_write_alloc(const void *addr, uint64_t req, uint64_t usable,
 		   uint32_t heap_id, int exact, const uint64_t *regs)
 {
 	struct hp_thread *t = &hp_self;
+	struct heapprofd_delta_run runs[HP_DELTA_MAX_RUNS];
 	struct heapprofd_rec_alloc *rec;
 	struct heapprofd_rec_hdr *h;
 	uint64_t sp = regs[HEAPPROFD_X86_64_SP], want;
-	uint32_t cap, len, stack_len, same = 0, gen;
-	int truncated = 0;
+	uint32_t cap, len, stack_len, same = 0, gen, lit = 0;
+	int truncated = 0, nruns = -1;
 
 	if (!hp_sess.live)
 		return -1;
@@ -324,20 +379,30 @@ int hp_write_alloc(const void *addr, uint64_t req, uint64_t usable,
 	/* The top of the stack the daemon has from our last record. */
 	if (!truncated && hp_cfg.stack_reuse)
 		same = same_top(&hp_self.shadow, sp, t->stack_top, gen);
-	len = (uint32_t)sizeof(*rec) + (uint32_t)(want - same);
-	h = reserve(len, HEAPPROFD_REC_ALLOC,
-		    (hp_cfg.flags & HEAPPROFD_CFG_BLOCK) ? hp_cfg.block_timeout_us : 0, 0);
+	/* The rest as changes to the shadow, when that is much smaller. (The
+	 * runs lie in this frame, below the sp the copy starts at.) */
+	if (!truncated && hp_cfg.stack_reuse && hp_cfg.stack_delta && want - same >= 512 &&
+	    !(sp & 7) &&
+	    hp_self.shadow.buf && hp_self.shadow.len && hp_self.shadow.gen == gen &&
+	    hp_self.shadow.top == t->stack_top) {
+		nruns = delta_scan(&hp_self.shadow, sp, (uint32_t)(want - same) & ~7U, runs, &lit);
+		if (nruns >= 0 && 8 + 8 * (uint32_t)nruns + lit >= (want - same) / 2)
+			nruns = -1;	/* not worth it */
+	}
+	len = (uint32_t)sizeof(*rec) + (nruns >= 0 ?
+		8 + 8 * (uint32_t)nruns + lit : (uint32_t)(want - same));
+	h = reserve(len, HEAPPROFD_REC_ALLOC);
 	if (!h) {
 		hp_self.shadow.len = 0;	/* the daemon will not see this one */
 		/* Counted as dropped (not a stop): what it stood for is lost. */
 		if (!__atomic_load_n(&hp_sess.stopped, __ATOMIC_RELAXED))
 			__atomic_fetch_add(&hp_sess.ring.cnt->est_bytes_dropped, est,
 					   __ATOMIC_RELAXED);
-		adapt();
+		hp_adapt_note();
 		return -1;
 	}
-	prefetch_for_write(h, (uint32_t)sizeof(*rec) +
-			      (want - same < 2048 ? (uint32_t)(want - same) : 0));
+	hp_adapt_note();
+	prefetch_for_write(h, len - (uint32_t)sizeof(*rec) < 2048 ? len : (uint32_t)sizeof(*rec));
 	rec = (struct heapprofd_rec_alloc *)h;
 	rec->seq = hp_next_seq();
 	rec->addr = (uint64_t)(uintptr_t)addr;
@@ -355,18 +420,32 @@ int hp_write_alloc(const void *addr, uint64_t req, uint64_t usable,
 	memcpy(rec->regs, regs, HEAPPROFD_X86_64_NREGS * sizeof(rec->regs[0]));
 	memset(rec->regs + HEAPPROFD_X86_64_NREGS, 0,
 	       (HEAPPROFD_MAX_REGS - HEAPPROFD_X86_64_NREGS) * sizeof(rec->regs[0]));
-	stack_len = hp_stack_copy(regs, (uint8_t *)(rec + 1), t->stack_top,
-				  (uint32_t)(want - same));
+	if (nruns >= 0) {
+		struct heapprofd_stack_delta *d = (struct heapprofd_stack_delta *)(rec + 1);
+		uint8_t *out = (uint8_t *)((struct heapprofd_delta_run *)(d + 1) + nruns);
+
+		d->nruns = (uint32_t)nruns;
+		d->resv = 0;
+		memcpy(d + 1, runs, (size_t)nruns * sizeof(runs[0]));
+		for (int i = 0; i < nruns; i++) {
+			memcpy(out, (const uint8_t *)(uintptr_t)(sp + runs[i].off), runs[i].len);
+			out += runs[i].len;
+		}
+		stack_len = (uint32_t)(want - same) & ~7U;
+	} else {
+		stack_len = hp_stack_copy(regs, (uint8_t *)(rec + 1), t->stack_top,
+					  (uint32_t)(want - same));
+	}
 	rec->stack_len = stack_len;
 	rec->stack_reused = same;
 	rec->resv2 = 0;
 	h->flags = (truncated ? HEAPPROFD_ALLOC_STACK_TRUNCATED : 0) |
 		   (exact ? HEAPPROFD_ALLOC_EXACT : 0) |
-		   (same ? HEAPPROFD_ALLOC_STACK_REUSED : 0);
+		   (same ? HEAPPROFD_ALLOC_STACK_REUSED : 0) |
+		   (nruns >= 0 ? HEAPPROFD_ALLOC_STACK_DELTA : 0);
 	shadow_update(&hp_self.shadow, sp, t->stack_top, same, gen,
 		      !truncated && sp + stack_len + same == t->stack_top);
 	commit(h, len);
-	adapt();
 	return 0;
 }
 
@@ -374,14 +453,10 @@ int hp_write_free(const void *addr, uint32_t heap_id, uint64_t seq)
 {
 	struct heapprofd_rec_free *rec;
 	struct heapprofd_rec_hdr *h;
-	uint32_t wait = HP_FREE_WAIT_US;
 
 	if (!hp_sess.live)
 		return -1;
-	if ((hp_cfg.flags & HEAPPROFD_CFG_BLOCK) && hp_cfg.block_timeout_us > wait)
-		wait = hp_cfg.block_timeout_us;
-	/* Frees are never lost silently: wait a bounded time, then count. */
-	h = reserve(sizeof(*rec), HEAPPROFD_REC_FREE, wait, 1);
+	h = reserve(sizeof(*rec), HEAPPROFD_REC_FREE);
 	if (!h)
 		return -1;
 	rec = (struct heapprofd_rec_free *)h;
@@ -400,7 +475,7 @@ int hp_write_heap(uint32_t heap_id, uint64_t interval, const char *name)
 
 	if (!hp_sess.live)
 		return -1;
-	h = reserve(sizeof(*rec), HEAPPROFD_REC_HEAP, HP_FREE_WAIT_US, 0);
+	h = reserve(sizeof(*rec), HEAPPROFD_REC_HEAP);
 	if (!h)
 		return -1;
 	rec = (struct heapprofd_rec_heap *)h;

@@ -65,6 +65,7 @@ struct node {
 	uint64_t snap_gen;
 	struct node *next_all;
 	int listed;		/* on its heap's list of nodes with self values */
+	uint32_t depth;		/* frames from the root: a sample's length in a dump */
 };
 
 struct live {
@@ -127,6 +128,7 @@ struct heap {
 	struct node root;
 	struct node *all;	/* every node with self values */
 	size_t nnodes;
+	struct hp_ivals ivals;	/* the intervals of its samples */
 };
 
 struct hp_books {
@@ -141,6 +143,8 @@ struct hp_books {
 	uint64_t events;
 	uint64_t unmatched_frees;
 	size_t nframes, nnodes;
+	/* What a dump of the books holds (hp_books_export_size). */
+	uint64_t listed, listed_depth;
 	int dump_at_max;
 	struct stack_ent stacks[HP_STACK_CACHE];
 	struct path_ent paths[HP_PATH_CACHE];
@@ -359,6 +363,7 @@ static struct node *child(struct hp_books *b, struct node *parent, struct frame 
 		return NULL;
 	n->parent = parent;
 	n->frame = fr;
+	n->depth = parent->depth + 1;
 	n->snap_gen = (uint64_t)-1;
 	if (hp_hmap_put(&b->children, (uintptr_t)parent, (uintptr_t)fr, n)) {
 		free(n);
@@ -504,6 +509,7 @@ void hp_books_alloc(struct hp_books *b, const struct heapprofd_rec_alloc *a,
 	}
 	if (!h)
 		goto out;
+	hp_ivals_add(&h->ivals, a->interval, !!(a->hdr.flags & HEAPPROFD_ALLOC_EXACT));
 	if (pe && pe->id == path_id && pe->heap_id == a->heap_id && pe->truncated == truncated) {
 		n = pe->leaf;
 		goto found;
@@ -564,6 +570,8 @@ found:
 		n->next_all = h->all;
 		h->all = n;
 		h->nnodes++;
+		b->listed++;
+		b->listed_depth += n->depth;
 	}
 	l = live_get(b);
 	if (!l)
@@ -703,6 +711,14 @@ size_t hp_books_mem(const struct hp_books *b)
 	       b->pending.n * (sizeof(struct pending) + ovh) + b->stack_bytes;
 }
 
+void hp_books_export_size(const struct hp_books *b, uint64_t *samples, uint64_t *locs,
+			  uint64_t *frames)
+{
+	*samples = b->listed;
+	*locs = b->listed_depth;
+	*frames = b->nframes;
+}
+
 /* ---- export ------------------------------------------------------------ */
 
 struct exp {
@@ -810,6 +826,9 @@ void hp_books_export(struct hp_books *b, struct hp_prof *out, unsigned which,
 done:
 	hp_prof_add_comment(out, "peak in-use bytes (estimated): %lld",
 			    (long long)b->peak_total);
+	for (i = 0; i <= HEAPPROFD_HEAP_MAX; i++)
+		if (b->heaps[i])
+			hp_ivals_comment(&b->heaps[i]->ivals, b->heaps[i]->name, out);
 	if (b->kexports || b->kreleases || b->klost_records)
 		hp_prof_add_comment(out, "dmabuf heap (kernel records, sample types dmabuf_*, label exporter): %llu DMA-BUF exports sampled (%llu without their exporter record), %llu releases",
 				    (unsigned long long)b->kexports,

@@ -219,6 +219,8 @@ static void destroy(struct hp_elf *e)
 {
 	struct hp_hent *ent;
 
+	if (e->copied_in)
+		__atomic_sub_fetch(&e->copied_in->copied, e->size, __ATOMIC_RELAXED);
 	if (e->img)
 		munmap((void *)e->img, e->size);
 	if (e->fd >= 0)
@@ -276,27 +278,39 @@ struct hp_elf *hp_elf_open(struct hp_elfcache *c, const char *path, int fd,
 		pthread_mutex_unlock(&c->lock);
 	}
 	if (copy) {
-		int mfd = stable_copy(fd, st.st_size);
+		int mfd;
 
-		close(fd);
-		if (mfd < 0)
+		/* The copies are memory the daemon holds: within their bound. */
+		if (c && c->copy_max &&
+		    __atomic_add_fetch(&c->copied, (uint64_t)st.st_size, __ATOMIC_RELAXED) > c->copy_max) {
+			__atomic_sub_fetch(&c->copied, (uint64_t)st.st_size, __ATOMIC_RELAXED);
+			close(fd);
 			return NULL;
+		}
+		mfd = stable_copy(fd, st.st_size);
+		close(fd);
+		if (mfd < 0) {
+			if (c && c->copy_max)
+				__atomic_sub_fetch(&c->copied, (uint64_t)st.st_size, __ATOMIC_RELAXED);
+			return NULL;
+		}
 		fd = mfd;
 	}
 	img = mmap(NULL, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-	if (img == MAP_FAILED) {
-		close(fd);
-		return NULL;
-	}
-	e = calloc(1, sizeof(*e));
+	e = img == MAP_FAILED ? NULL : calloc(1, sizeof(*e));
 	if (!e) {
-		munmap(img, st.st_size);
+		if (img != MAP_FAILED)
+			munmap(img, st.st_size);
 		close(fd);
+		if (copy && c && c->copy_max)
+			__atomic_sub_fetch(&c->copied, (uint64_t)st.st_size, __ATOMIC_RELAXED);
 		return NULL;
 	}
 	pthread_mutex_init(&e->sym_lock, NULL);
 	e->refs = 1;
 	e->fd = fd;
+	if (copy && c && c->copy_max)
+		e->copied_in = c;	/* destroy() gives its bytes back */
 	/*
 	 * Keep the fd only when the path will not find this file again (a
 	 * deleted file, another mount namespace, a path under /proc that dies

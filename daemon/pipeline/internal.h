@@ -10,6 +10,7 @@
  *   symbolize.c  libdwfl function/file:line lookup, demangling
  *   reuse.c      records made whole from their thread's previous stack
  *   books.c      call-site trees, live allocations, peaks (books thread only)
+ *   intervals.c  the sampling intervals of each heap's samples (books thread)
  *   pipeline.c   threads, queues and the public API
  *   prof.c       the in-memory profile all writers and readers share
  *   pprof.c      pprof (profile.proto) write and read
@@ -107,11 +108,13 @@ struct hp_elf {
 	int has_ehf;			/* .eh_frame_hdr usable for lookups */
 	uint64_t ehf_vaddr, ehf_table_vaddr, ehf_count;
 	struct hp_elfcache *cache;
+	struct hp_elfcache *copied_in;	/* a private copy counted there (copy_max) */
 	struct hp_elf *next;
 	/* symbolization state: one thread at a time (books thread / cmd) */
 	pthread_mutex_t sym_lock;
 	void *dwfl;
 	void *dwmod;
+	struct hp_symtab *symtab;	/* dwmod's functions by address (symtab.c) */
 	int dwfl_state;			/* 0 untried, 1 ok, -1 failed, 2 being looked
 					 * up (symbolize.c: atomic stores) */
 	int sym_remote;			/* looked up where it may take the network */
@@ -126,6 +129,10 @@ struct hp_elfcache {
 	pthread_mutex_t lock;
 	struct hp_elf *head;
 	struct hp_symd *symd;	/* its files' symbolizer thread, or NULL */
+	/* Private copies of files others could shrink (elf.c): their bytes
+	 * now (atomic) and the most they may take together (0: no bound
+	 * but each file's HP_ELF_COPY_MAX); a file past it is not opened. */
+	uint64_t copied, copy_max;
 };
 
 void hp_elfcache_init(struct hp_elfcache *c);
@@ -393,6 +400,35 @@ uint16_t hp_reuse_flags(uint16_t flags, int unknown);
 size_t hp_reuse_mem(const struct hp_reuse *r);
 void hp_reuse_stats(const struct hp_reuse *r, uint64_t *rebuilt, uint64_t *missing);
 
+/* ---- symtab.c: a module's function symbols by address ----------------- */
+
+struct hp_symtab;
+/* dwmod: a Dwfl_Module. NULL if it has no symbols (or no memory). */
+struct hp_symtab *hp_symtab_build(void *dwmod);
+/* The name libdwfl would give addr (module addresses), or NULL: none if
+ * *ask is 0, else ask libdwfl (dwfl_module_addrname). */
+const char *hp_symtab_find(const struct hp_symtab *t, uint64_t addr, int *ask);
+void hp_symtab_free(struct hp_symtab *t);
+
+/* ---- intervals.c: the intervals a heap's samples were drawn at ---------- */
+
+#define HP_IVALS_MAX	24	/* the adaptive levels of one interval, and some */
+
+struct hp_ival {
+	uint64_t interval, samples;
+};
+
+struct hp_ivals {
+	struct hp_ival e[HP_IVALS_MAX];
+	unsigned n, last;
+	uint64_t exact;		/* recorded at their size (HEAPPROFD_ALLOC_EXACT) */
+	uint64_t other;		/* at intervals beyond the table's room */
+};
+
+void hp_ivals_add(struct hp_ivals *v, uint64_t interval, int exact);
+/* One comment line: the intervals, with how many samples each. */
+void hp_ivals_comment(const struct hp_ivals *v, const char *heap, struct hp_prof *out);
+
 /* ---- books.c ------------------------------------------------------------ */
 
 struct hp_books;
@@ -419,5 +455,9 @@ void hp_books_export(struct hp_books *b, struct hp_prof *out, unsigned which,
 		     struct hp_symreqs *want);
 void hp_books_stats(const struct hp_books *b, uint64_t *live, uint64_t *unmatched);
 size_t hp_books_mem(const struct hp_books *b);
+/* What a dump would take from them: samples (call sites with values), the
+ * frames of their stacks in all, distinct frames (the profile's locations). */
+void hp_books_export_size(const struct hp_books *b, uint64_t *samples, uint64_t *locs,
+			  uint64_t *frames);
 
 #endif

@@ -25,6 +25,39 @@ static int bad(char *why, size_t wl, const char *fmt, ...)
 	return -1;
 }
 
+/*
+ * A stack delta (uapi HEAPPROFD_ALLOC_STACK_DELTA): runs in order, inside
+ * stack_len, their bytes within the record. The previous record's part is
+ * the reader's own (reuse.c).
+ */
+static int check_delta(const struct heapprofd_rec_alloc *a, const uint8_t *q, size_t n,
+		       char *why, size_t wl)
+{
+	const struct heapprofd_stack_delta *d = (const void *)q;
+	const struct heapprofd_delta_run *r = (const void *)(d + 1);
+	uint64_t end = 0, bytes;
+
+	if (n < sizeof(*d) || d->resv)
+		return bad(why, wl, "alloc record stack delta header short or not zero");
+	if (a->stack_len % 8 || !a->stack_top)
+		return bad(why, wl, "alloc record stack delta over %u bytes or without a stack top",
+			   a->stack_len);
+	if (d->nruns > (n - sizeof(*d)) / sizeof(*r) || d->nruns > a->stack_len / 8)
+		return bad(why, wl, "alloc record stack delta of %u runs does not fit", d->nruns);
+	bytes = sizeof(*d) + (uint64_t)d->nruns * sizeof(*r);
+	for (uint32_t i = 0; i < d->nruns; i++) {
+		if (r[i].off % 8 || r[i].len % 8 || !r[i].len || r[i].off < end ||
+		    (uint64_t)r[i].off + r[i].len > a->stack_len)
+			return bad(why, wl, "alloc record stack delta run %u (%u+%u) out of order or range",
+				   i, r[i].off, r[i].len);
+		end = (uint64_t)r[i].off + r[i].len;
+		bytes += r[i].len;
+	}
+	if (bytes > n)
+		return bad(why, wl, "alloc record stack delta runs exceed the record");
+	return 0;
+}
+
 static int check_alloc(const uint8_t *p, size_t len, struct hp_parsed *o,
 		       int kernel, char *why, size_t wl)
 {
@@ -34,7 +67,7 @@ static int check_alloc(const uint8_t *p, size_t len, struct hp_parsed *o,
 	if (len < sizeof(*a))
 		return bad(why, wl, "alloc record too short (%zu < %zu)", len, sizeof(*a));
 	if (a->hdr.flags & ~(HEAPPROFD_ALLOC_STACK_TRUNCATED | HEAPPROFD_ALLOC_EXACT |
-			     HEAPPROFD_ALLOC_STACK_REUSED))
+			     HEAPPROFD_ALLOC_STACK_REUSED | HEAPPROFD_ALLOC_STACK_DELTA))
 		return bad(why, wl, "alloc record has unknown flags 0x%x", a->hdr.flags);
 	if (a->resv2)
 		return bad(why, wl, "alloc record reserved field is not zero");
@@ -53,9 +86,15 @@ static int check_alloc(const uint8_t *p, size_t len, struct hp_parsed *o,
 #else
 #error "unsupported architecture"
 #endif
-	if (a->stack_len > len - sizeof(*a))
+	if (a->hdr.flags & HEAPPROFD_ALLOC_STACK_DELTA) {
+		if (kernel)
+			return bad(why, wl, "kernel alloc record with a stack delta");
+		if (check_delta(a, p + sizeof(*a), len - sizeof(*a), why, wl))
+			return -1;
+	} else if (a->stack_len > len - sizeof(*a)) {
 		return bad(why, wl, "alloc record stack_len %u exceeds record (%zu bytes)",
 			   a->stack_len, len);
+	}
 	if (sp + a->stack_len < sp)
 		return bad(why, wl, "alloc record stack wraps the address space");
 	if (a->stack_top && sp + a->stack_len > a->stack_top)
@@ -98,7 +137,8 @@ static int check_alloc(const uint8_t *p, size_t len, struct hp_parsed *o,
 		return bad(why, wl, "sampled alloc record with count 0");
 	o->alloc = a;
 	o->stack = p + sizeof(*a);
-	o->stack_len = a->stack_len;
+	/* A delta's stack is rebuilt by reuse.c before anything reads it. */
+	o->stack_len = (a->hdr.flags & HEAPPROFD_ALLOC_STACK_DELTA) ? 0 : a->stack_len;
 	return 0;
 }
 

@@ -42,9 +42,10 @@ enum job_kind {
 };
 
 /*
- * Backpressure: a process may have this many bytes of records in flight;
- * hp_proc_feed then waits, so the ring fills and the client drops (and
- * counts) instead of the daemon's memory growing without bound.
+ * Backpressure: a process may have this many bytes of records in flight
+ * (unless hp_pipeline_opts says less); hp_proc_feed then waits, so the
+ * ring fills and the client drops (and counts) instead of the daemon's
+ * memory growing without bound.
  */
 #define HP_MAX_QUEUED_BYTES	(8ULL << 20)
 
@@ -63,13 +64,13 @@ enum job_kind {
  * Events per J_EVENTS job. A free, or an allocation whose frames the memo
  * lends, is a few words for the books: as a job of its own it cost a job
  * cleared and filled, a queue link and several cache lines pulled over to
- * the books thread; in a batch it is one 72-byte entry, read in order. The
+ * the books thread; in a batch it is one 80-byte entry, read in order. The
  * jobs that remain (memo misses, heap and maps records) are rare.
  */
 #define HP_EVENTS_PER_JOB	256
 
 struct event {
-	uint64_t seq, addr, est_size, req_size, usable_size;
+	uint64_t seq, addr, est_size, req_size, usable_size, interval;
 	struct hp_uframe *frames;	/* alloc: lent by the memo */
 	uint64_t memo_id;		/* alloc: the memo entry (books: path_id) */
 	uint32_t heap_id;
@@ -116,6 +117,7 @@ struct queue {
 
 struct hp_pipeline {
 	int nworkers, max_frames;
+	uint64_t max_queued;		/* bytes of records in flight per process */
 	struct hp_symd *symd;		/* names: debug info looked for off the books */
 	uint64_t sym_wait_ms;		/* a final dump's wait for it */
 	struct queue *workers;
@@ -146,9 +148,10 @@ struct hp_proc {
 	uint64_t session_id;
 	char comm[64];
 	unsigned flags;
-	pthread_mutex_t lock;		/* totals */
+	pthread_mutex_t lock;		/* totals, note */
 	struct heapprofd_counters totals;
 	int have_totals;
+	char note[256];			/* a line for the header of every dump */
 	int refs;			/* atomic: books + one per worker */
 	int ended;
 	struct timespec start;
@@ -170,6 +173,7 @@ struct hp_proc {
 		uint64_t allocs;	/* allocation records among accounted */
 		uint64_t applied;	/* every feed number below it is applied */
 		uint64_t live, unmatched, books_mem;
+		uint64_t samples, sample_locs, locations;	/* a dump's size */
 	} b __attribute__((aligned(64)));
 };
 
@@ -376,9 +380,13 @@ static void *worker_main(void *arg)
 
 static void publish_stats(struct hp_proc *pr)
 {
-	uint64_t live, unmatched;
+	uint64_t live, unmatched, samples, locs, frames;
 
 	hp_books_stats(pr->books, &live, &unmatched);
+	hp_books_export_size(pr->books, &samples, &locs, &frames);
+	__atomic_store_n(&pr->b.samples, samples, __ATOMIC_RELAXED);
+	__atomic_store_n(&pr->b.sample_locs, locs, __ATOMIC_RELAXED);
+	__atomic_store_n(&pr->b.locations, frames, __ATOMIC_RELAXED);
 	__atomic_store_n(&pr->b.books_mem, hp_books_mem(pr->books) + pr->reorder.cap *
 			 sizeof(struct hp_hent), __ATOMIC_RELAXED);
 	__atomic_store_n(&pr->b.live, live, __ATOMIC_RELAXED);
@@ -434,6 +442,20 @@ static void books_rec(struct job *j)
 	hp_bump(&pr->b.accounted, 1);
 }
 
+/* The client stopped profiling because this daemon read nothing (uapi
+ * counters.stall_stop_ns). */
+static void stall_comment(struct hp_prof *o, uint64_t ns)
+{
+	time_t sec = (time_t)(ns / 1000000000ULL);
+	char when[40];
+	struct tm tmv;
+
+	gmtime_r(&sec, &tmv);
+	strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tmv);
+	hp_prof_add_comment(o, "WARNING: the client stopped profiling at %s: a record waited for room in its ring while the daemon read nothing from it for the stall bound (the daemon was stopped or stuck). Nothing was dropped: the books end there, so what was allocated after is missing, and blocks freed after still count as in use.",
+			    when);
+}
+
 static void books_dump(struct job *j)
 {
 	struct hp_proc *pr = j->pr;
@@ -444,11 +466,13 @@ static void books_dump(struct job *j)
 	struct timespec now;
 	uint64_t hits = 0, misses = 0, rebuilt, missing;
 	size_t memo_bytes;
+	char note[sizeof(pr->note)];
 	int have, i;
 
 	pthread_mutex_lock(&pr->lock);
 	t = pr->totals;
 	have = pr->have_totals;
+	memcpy(note, pr->note, sizeof(note));
 	pthread_mutex_unlock(&pr->lock);
 	if (pr->memo)
 		hp_memo_stats(pr->memo, &hits, &misses, &memo_bytes);
@@ -466,6 +490,8 @@ static void books_dump(struct job *j)
 		hp_prof_add_comment(o, "heapprofd profile of pid %d (%s), session %llu, %s",
 				    (int)pr->pid, pr->comm, (unsigned long long)pr->session_id,
 				    whiches[i] == HP_DUMP_PEAK ? "at the in-use peak" : "now");
+		if (note[0])
+			hp_prof_add_comment(o, "%s", note);
 		{
 			/* The books start with the session (an attach's time, for a
 			 * running process): nothing allocated before is in them. */
@@ -494,6 +520,8 @@ static void books_dump(struct job *j)
 						    (unsigned long long)(t.records_dropped - t.frees_dropped),
 						    (unsigned long long)t.est_bytes_dropped,
 						    (unsigned long long)t.frees_dropped);
+			if (t.stall_stop_ns)
+				stall_comment(o, t.stall_stop_ns);
 		}
 		hp_prof_add_comment(o, "unwinding: %llu allocation samples (%llu unwound, %llu from the memo), %llu with <= 1 frame, %llu maps rereads; %llu records in all",
 				    (unsigned long long)pr->b.allocs,
@@ -543,6 +571,7 @@ static void books_events(struct job *j)
 			a.req_size = ev->req_size;
 			a.usable_size = ev->usable_size;
 			a.est_size = ev->est_size;
+			a.interval = ev->interval;
 			a.heap_id = ev->heap_id;
 			hp_bump(&pr->b.allocs, 1);
 			hp_bump(&pr->b.frames, ev->nframes);
@@ -671,9 +700,12 @@ struct hp_pipeline *hp_pipeline_new(const struct hp_pipeline_opts *o)
 	if (p->nworkers > 64)
 		p->nworkers = 64;
 	p->max_frames = o && o->max_frames > 0 ? o->max_frames : HP_DEFAULT_MAX_FRAMES;
+	p->max_queued = o && o->max_queued_bytes && o->max_queued_bytes < HP_MAX_QUEUED_BYTES ?
+			o->max_queued_bytes : HP_MAX_QUEUED_BYTES;
 	if (p->max_frames > HP_MAX_FRAMES_LIMIT)
 		p->max_frames = HP_MAX_FRAMES_LIMIT;
 	hp_elfcache_init(&p->elfs);
+	p->elfs.copy_max = o ? o->max_copied_bytes : 0;
 	pthread_mutex_init(&p->lock, NULL);
 	p->sym_wait_ms = HP_SYM_WAIT_MS_DEFAULT;
 	env = getenv("HEAPPROFD_SYMBOLIZE_WAIT_MS");
@@ -939,6 +971,7 @@ static int memo_event(struct hp_proc *pr, const struct hp_parsed *ps,
 	ev->seq = a->seq;
 	ev->addr = a->addr;
 	ev->est_size = a->est_size;
+	ev->interval = a->interval;
 	ev->req_size = a->req_size;
 	ev->usable_size = a->usable_size;
 	ev->heap_id = a->heap_id;
@@ -980,7 +1013,7 @@ static struct job *rec_job(size_t len)
 /* Backpressure (HP_MAX_QUEUED_BYTES): wait while too much is in flight. */
 static void wait_for_room(struct hp_proc *pr)
 {
-	while (queued_bytes(pr) > HP_MAX_QUEUED_BYTES) {
+	while (queued_bytes(pr) > pr->p->max_queued) {
 		/* The books may be waiting for a record still in our batch. */
 		hp_proc_flush(pr);
 		usleep(200);
@@ -1127,6 +1160,23 @@ int hp_proc_feed_kernel(struct hp_proc *pr, const void *rec, size_t len, char *w
 		books_push(pr, j, 0);
 	}
 	return 0;
+}
+
+void hp_proc_note(struct hp_proc *pr, const char *line)
+{
+	if (!pr)
+		return;
+	pthread_mutex_lock(&pr->lock);
+	snprintf(pr->note, sizeof(pr->note), "%s", line ? line : "");
+	pthread_mutex_unlock(&pr->lock);
+}
+
+void hp_proc_shed(struct hp_proc *pr)
+{
+	/* The entries are retired, and freed once the books are past the jobs
+	 * that borrowed their frames (memo.c). */
+	if (pr && pr->memo)
+		hp_memo_new_gen(pr->memo);
 }
 
 void hp_proc_set_totals(struct hp_proc *pr, const struct heapprofd_counters *copy)
@@ -1353,6 +1403,11 @@ void hp_proc_end(struct hp_proc *pr)
 	books_push(pr, j, 1);
 }
 
+uint64_t hp_pipeline_copied_bytes(struct hp_pipeline *p)
+{
+	return __atomic_load_n(&p->elfs.copied, __ATOMIC_RELAXED);
+}
+
 void hp_proc_get_stats(struct hp_proc *pr, struct hp_proc_stats *st)
 {
 	memset(st, 0, sizeof(*st));
@@ -1378,6 +1433,9 @@ void hp_proc_get_stats(struct hp_proc *pr, struct hp_proc_stats *st)
 		st->memo_misses = misses;
 	}
 	st->queued_bytes = queued_bytes(pr);
+	st->dump_samples = __atomic_load_n(&pr->b.samples, __ATOMIC_RELAXED);
+	st->dump_locs = __atomic_load_n(&pr->b.sample_locs, __ATOMIC_RELAXED);
+	st->dump_locations = __atomic_load_n(&pr->b.locations, __ATOMIC_RELAXED);
 	st->kernel_records = __atomic_load_n(&pr->f.kfed, __ATOMIC_RELAXED);
 	st->kernel_rejected = __atomic_load_n(&pr->f.kbad, __ATOMIC_RELAXED);
 }

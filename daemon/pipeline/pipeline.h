@@ -28,10 +28,18 @@ struct hp_proc;
 struct hp_pipeline_opts {
 	int unwind_workers;	/* 0 = default 2 */
 	int max_frames;		/* 0 = default 128 */
+	uint64_t max_queued_bytes;	/* records in flight per process: 0 = default
+					 * 8 MiB, and never more (a memory budget) */
+	/* Private copies of ELF files others could shrink, all together
+	 * (0: no bound but 1 GiB a file); a file past it is not opened, and
+	 * that process's frames in it stay addresses. */
+	uint64_t max_copied_bytes;
 };
 
 struct hp_pipeline *hp_pipeline_new(const struct hp_pipeline_opts *o);
 void hp_pipeline_free(struct hp_pipeline *p);
+/* Bytes of those copies now (shared memory the daemon holds). */
+uint64_t hp_pipeline_copied_bytes(struct hp_pipeline *p);
 
 #define HP_PROC_DUMP_AT_MAX	(1U << 0)	/* keep the state at the peak */
 
@@ -65,8 +73,9 @@ struct hp_proc *hp_proc_new(struct hp_pipeline *p, const struct hp_proc_info *in
  * Validate one record (every field is treated as hostile), copy it and
  * queue it. Returns 0, or -1 with a reason in why: the caller ends the
  * session. Backpressure: while more than 8 MiB of this process's records
- * wait to be unwound, the call sleeps (so the ring fills and the client
- * drops and counts, instead of the daemon's memory growing). Kernel record
+ * (hp_pipeline_opts.max_queued_bytes) wait to be unwound, the call sleeps
+ * (so the ring fills and the client drops and counts, instead of the
+ * daemon's memory growing). Kernel record
  * types (>= HEAPPROFD_REC_KERNEL_FIRST) are accepted and ignored: in the
  * ring the producer wrote them, and only the kernel's count. The dmabuf
  * heap is the kernel's too: a ring record there is malformed.
@@ -154,8 +163,21 @@ struct hp_proc_stats {
 	uint64_t reuse_missing;	/* ... that could not be (cut at the top) */
 	uint64_t kernel_records;	/* kernel records fed (hp_proc_feed_kernel) */
 	uint64_t kernel_rejected;	/* ... left out as malformed */
+	/* What a dump holds in memory grows with these: its samples (call
+	 * sites with values), the frames of their stacks in all, and its
+	 * locations (distinct frames). */
+	uint64_t dump_samples, dump_locs, dump_locations;
 };
 void hp_proc_get_stats(struct hp_proc *pr, struct hp_proc_stats *st);
+
+/*
+ * Let go of what can be rebuilt (the unwind memo: later samples are
+ * unwound again until it fills). The feeding thread, like hp_proc_feed.
+ */
+void hp_proc_shed(struct hp_proc *pr);
+/* A line for the header of every later dump (a session ended early says
+ * why); NULL or "" for none. Any thread; pr may be NULL (nothing). */
+void hp_proc_note(struct hp_proc *pr, const char *line);
 
 /*
  * A number from the command line, strictly: decimal digits only (no sign,

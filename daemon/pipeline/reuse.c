@@ -11,6 +11,10 @@
  * The previous record is missing when this daemon attached after it was
  * written (or when the table of threads was cleared): the record is then
  * passed on as truncated at the top, which the books show as such.
+ *
+ * A stack delta (HEAPPROFD_ALLOC_STACK_DELTA) is made whole the same way
+ * first: the words it does not carry are the saved top's at the same
+ * addresses (undelta).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +41,8 @@ struct saved {
 struct hp_reuse {
 	struct hp_hmap threads;	/* tid -> struct saved */
 	uint64_t held;		/* the buffers' sizes, summed */
+	uint8_t *scratch;	/* a delta's stack made whole (one record at a time) */
+	uint32_t scap;
 	/* written by the feeding thread (hp_bump), read by anyone */
 	uint64_t rebuilt, missing, mem;
 };
@@ -65,6 +71,7 @@ void hp_reuse_free(struct hp_reuse *r)
 	if (!r)
 		return;
 	forget_all(r);
+	free(r->scratch);
 	free(r);
 }
 
@@ -72,7 +79,8 @@ void hp_reuse_free(struct hp_reuse *r)
 static void account(struct hp_reuse *r)
 {
 	__atomic_store_n(&r->mem, sizeof(*r) + r->threads.n * sizeof(struct saved) +
-			 r->held + r->threads.cap * sizeof(struct hp_hent), __ATOMIC_RELAXED);
+			 r->held + r->scap + r->threads.cap * sizeof(struct hp_hent),
+			 __ATOMIC_RELAXED);
 }
 
 size_t hp_reuse_mem(const struct hp_reuse *r)
@@ -177,23 +185,80 @@ static void remember(struct hp_reuse *r, struct saved *s, const struct heapprofd
 	s->len = n;
 }
 
+/*
+ * A delta's stack_len bytes from sp into r->scratch: its runs, and the
+ * saved top's bytes between them. Returns how many bytes from sp are known
+ * (stack_len unless the saved top lacks some: the stack is then cut there).
+ * parse.c checked the runs: in order, within stack_len and the record.
+ */
+static uint32_t undelta(struct hp_reuse *r, const struct saved *s,
+			const struct heapprofd_rec_alloc *a, const uint8_t *q)
+{
+	const struct heapprofd_stack_delta *d = (const void *)q;
+	const struct heapprofd_delta_run *run = (const void *)(d + 1);
+	const uint8_t *lit = (const uint8_t *)(run + d->nruns);
+	uint64_t sp = a->regs[HEAPPROFD_X86_64_SP], top = a->stack_top;
+	uint64_t held_lo = s && s->len && s->top == top ? top - s->len : UINT64_MAX;
+	uint32_t n = a->stack_len, off = 0;
+
+	if (n > r->scap) {
+		uint8_t *b = malloc(n);
+
+		if (!b)
+			return 0;
+		free(r->scratch);
+		r->scratch = b;
+		r->scap = n;
+		account(r);
+	}
+	for (uint32_t i = 0; i <= d->nruns; i++) {
+		uint32_t gap_end = i < d->nruns ? run[i].off : n;
+
+		if (gap_end > off) {
+			/* parse.c: sp + stack_len <= top, so only the bottom
+			 * of the gap can lie below what is held */
+			if (sp + off < held_lo)
+				return off;
+			memcpy(r->scratch + off, s->b + s->cap - (top - (sp + off)), gap_end - off);
+		}
+		if (i == d->nruns)
+			break;
+		memcpy(r->scratch + run[i].off, lit, run[i].len);
+		lit += run[i].len;
+		off = run[i].off + run[i].len;
+	}
+	return n;
+}
+
 int hp_reuse_view(struct hp_reuse *r, const struct heapprofd_rec_alloc *a,
 		  const uint8_t *stack, struct hp_stack_view *v)
 {
 	struct saved *s = saved_of(r, a->tid);
-	uint32_t k;
+	int delta = !!(a->hdr.flags & HEAPPROFD_ALLOC_STACK_DELTA);
+	uint32_t k, own_len = a->stack_len;
 
+	if (delta) {
+		own_len = undelta(r, s, a, stack);
+		stack = r->scratch;
+	}
 	v->own = stack;
-	v->own_len = a->stack_len;
+	v->own_len = own_len;
 	v->top = NULL;
 	v->top_len = 0;
 	v->matched = NULL;
 	v->saved = s;
 	v->sp = a->regs[HEAPPROFD_X86_64_SP];
+	if (own_len < a->stack_len) {
+		/* A delta whose base is not here: cut where it is missing. */
+		hp_bump(&r->missing, 1);
+		forget_matches(s);
+		remember(r, s, a, stack, own_len, 0);
+		return 2;
+	}
 	if (!(a->hdr.flags & HEAPPROFD_ALLOC_STACK_REUSED)) {
 		forget_matches(s);	/* a stack all new */
 		remember(r, s, a, stack, a->stack_len, 0);
-		return 0;
+		return delta;	/* a delta's record is rebuilt */
 	}
 	/* parse.c checked: reused <= the maximum, and the two parts end at
 	 * stack_top. */
@@ -264,9 +329,9 @@ void hp_reuse_build(const struct heapprofd_rec_alloc *a, const struct hp_stack_v
 
 uint16_t hp_reuse_flags(uint16_t flags, int unknown)
 {
-	if (!(flags & HEAPPROFD_ALLOC_STACK_REUSED))
+	if (!(flags & (HEAPPROFD_ALLOC_STACK_REUSED | HEAPPROFD_ALLOC_STACK_DELTA)))
 		return flags;
-	flags &= ~HEAPPROFD_ALLOC_STACK_REUSED;
+	flags &= ~(HEAPPROFD_ALLOC_STACK_REUSED | HEAPPROFD_ALLOC_STACK_DELTA);
 	return unknown ? flags | HEAPPROFD_ALLOC_STACK_TRUNCATED : flags;
 }
 

@@ -169,6 +169,8 @@ static void open_elf(struct hp_elf *e)
 		hp_symcache_load(e);
 	cached = e->symcache_state > 0;
 	pthread_mutex_unlock(&e->sym_lock);
+	struct hp_symtab *st = NULL;
+
 	if (!open_dwfl(e, &d, &mod)) {
 		Dwarf_Addr bias;
 
@@ -177,18 +179,22 @@ static void open_elf(struct hp_elf *e)
 		 * the symbol cache stands for is known to be local: its DWARF
 		 * is opened (and inflated) only if a lookup needs it. */
 		dwfl_module_getsymtab(mod);
+		st = hp_symtab_build(mod);
 		if (!cached)
 			dwfl_module_getdwarf(mod, &bias);
 	}
 	pthread_mutex_lock(&e->sym_lock);
 	e->dwfl = d;
 	e->dwmod = mod;
+	e->symtab = st;
 	set_sym_state(e, d ? SYM_OK : SYM_FAILED);
 	pthread_mutex_unlock(&e->sym_lock);
 }
 
 void hp_symbolize_release(struct hp_elf *e)
 {
+	hp_symtab_free(e->symtab);
+	e->symtab = NULL;
 	if (e->dwfl)
 		dwfl_end(e->dwfl);
 	e->dwfl = NULL;
@@ -299,7 +305,12 @@ static const struct hp_sym *lookup(struct hp_elf *e, uint64_t vaddr)
 		m2 = dwfl_addrmodule(e->dwfl, a);
 		if (m2)
 			mod = m2;
-		name = dwfl_module_addrname(mod, a);
+		int ask = 1;
+
+		/* Sorted once: libdwfl's own search is linear (symtab.c). */
+		name = mod == e->dwmod ? hp_symtab_find(e->symtab, a, &ask) : NULL;
+		if (!name && ask)
+			name = dwfl_module_addrname(mod, a);
 		if (name) {
 			char base[1024], *dm, *at;
 

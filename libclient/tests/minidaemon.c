@@ -37,7 +37,42 @@ static int rebuild(struct md_session *s, const struct heapprofd_rec_alloc *a,
 		memset(t, 0, sizeof(*t));
 		t->tid = a->tid;
 	}
-	memcpy(whole, st, a->stack_len);
+	if (a->hdr.flags & HEAPPROFD_ALLOC_STACK_DELTA) {
+		/* The runs, and the previous stack's words between them. */
+		const struct heapprofd_stack_delta *d = (const void *)st;
+		const struct heapprofd_delta_run *run = (const void *)(d + 1);
+		const uint8_t *lit = (const uint8_t *)(run + d->nruns);
+		uint64_t held_lo = t->top == a->stack_top ? a->stack_top - t->len : UINT64_MAX;
+		uint32_t off = 0, j;
+
+		s->delta_recs++;
+		for (j = 0; j <= d->nruns; j++) {
+			uint32_t end = j < d->nruns ? run[j].off : a->stack_len;
+
+			if (end > off && (sp + off < held_lo || end > a->stack_len ||
+					  (j < d->nruns && run[j].off + run[j].len > a->stack_len))) {
+				ok = 0;
+				break;
+			}
+			if (end > off)
+				memcpy(whole + off, t->b + HEAPPROFD_STACK_REUSE_MAX -
+				       (a->stack_top - (sp + off)), end - off);
+			if (j == d->nruns)
+				break;
+			memcpy(whole + run[j].off, lit, run[j].len);
+			lit += run[j].len;
+			off = run[j].off + run[j].len;
+		}
+		if (!ok) {
+			s->reuse_unknown++;
+			t->len = 0;
+			*n = 0;
+			*reused = 0;
+			return 0;
+		}
+	} else {
+		memcpy(whole, st, a->stack_len);
+	}
 	if (a->hdr.flags & HEAPPROFD_ALLOC_STACK_REUSED) {
 		k = a->stack_reused;
 		s->reused_recs++;
@@ -85,7 +120,8 @@ static void add_rec(struct md_session *s, const struct heapprofd_rec_hdr *h,
 		 * stack at regs[SP] when the copy was made; we cannot read the
 		 * client's memory here, so check the copy fits in the record. */
 		s->stack_checked++;
-		if (sizeof(r->u.alloc) + r->u.alloc.stack_len > len) {
+		if (!(r->flags & HEAPPROFD_ALLOC_STACK_DELTA) &&
+		    sizeof(r->u.alloc) + r->u.alloc.stack_len > len) {
 			s->stack_bad++;
 		} else {
 			static uint8_t whole[HEAPPROFD_STACK_CAP_DEFAULT + HEAPPROFD_STACK_REUSE_MAX];
@@ -128,6 +164,13 @@ void md_drain_session(struct md_session *s)
 				add_rec(s, h, len);
 			hp_ring_advance(&s->ring, len);
 			stalls = 0;
+			if (s->nap_every && ++s->since_nap >= s->nap_every) {
+				struct timespec nap = { s->nap_us / 1000000,
+							(long)(s->nap_us % 1000000) * 1000 };
+
+				s->since_nap = 0;
+				nanosleep(&nap, NULL);
+			}
 			continue;
 		}
 		if (st == HP_RING_NOT_READY) {
@@ -203,9 +246,17 @@ static void accept_one(struct md *d)
 				     s->hello.data_size, &maplen);
 		if (map == MAP_FAILED || hp_ring_open(&s->ring, map, maplen))
 			reply.status = -EINVAL;
-		else
+		else {
 			__atomic_store_n(&s->ring.kstate->state,
 					 HEAPPROFD_STATE_ATTACHED, __ATOMIC_RELAXED);
+			/* It reads stack deltas (rebuild()): a new config
+			 * generation, the client's own values otherwise. */
+			if (!d->no_caps) {
+				s->ring.cfg->consumer_caps = HEAPPROFD_CAP_STACK_DELTA;
+				__atomic_fetch_add(&s->ring.cfg->generation, 1,
+						   __ATOMIC_RELEASE);
+			}
+		}
 	}
 	if (send(c, &reply, sizeof(reply), MSG_NOSIGNAL) != sizeof(reply) ||
 	    reply.status) {
@@ -221,6 +272,8 @@ static void accept_one(struct md *d)
 	}
 	s->paused = d->pause_all;
 	s->no_store = d->no_store;
+	s->nap_every = d->nap_every;
+	s->nap_us = d->nap_us;
 	pthread_mutex_lock(&d->lock);
 	d->nsess++;
 	pthread_mutex_unlock(&d->lock);

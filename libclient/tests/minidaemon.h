@@ -52,10 +52,13 @@ struct md_session {
 		uint8_t b[HEAPPROFD_STACK_REUSE_MAX];
 	} *tops;
 	size_t ntops;
-	uint64_t reused_recs, reuse_unknown;
+	uint64_t reused_recs, reuse_unknown, delta_recs;
 	int corrupt;
 	int paused;		/* do not drain (ring-full tests) */
 	int no_store;
+	/* A slow daemon: nap_us without reading after every nap_every
+	 * records. */
+	unsigned nap_every, nap_us, since_nap;
 };
 
 #define MD_MAX_SESSIONS 16
@@ -70,6 +73,8 @@ struct md {
 	int hangup;		/* close the connection after the reply */
 	int no_store;		/* count records, keep none (benchmarks) */
 	int spin;		/* never sleep: producers never need to wake us */
+	unsigned nap_every, nap_us;	/* a slow daemon (md_session) */
+	int no_caps;		/* an older daemon: no consumer_caps, no config */
 	pthread_mutex_t lock;
 	struct md_session s[MD_MAX_SESSIONS];
 	int nsess;

@@ -4,7 +4,7 @@
  * several threads that allocate in bursts, each with its own exact count of
  * bytes allocated and bytes still in use at exit.
  *
- *   burst_sites [MIB_PER_SITE]      default 24
+ *   burst_sites [MIB_PER_SITE [PAUSE_US]]    default 24 MiB, 200 us
  *
  * Thread k (0..NSITES-1; site 0 runs in the main thread) calls its own
  * site function burst_site_k through a few frames of its own. Each round
@@ -39,9 +39,13 @@ struct site {
 	pthread_t th;
 };
 
+/* Between bursts; a longer pause gives the run a length of its own,
+ * whatever the machine's speed (tests/e2e/slow-daemon). */
+static long pause_us = 200;
+
 static void pause_briefly(void)
 {
-	struct timespec ts = { 0, 200000 };
+	struct timespec ts = { pause_us / 1000000, (pause_us % 1000000) * 1000 };
 
 	nanosleep(&ts, NULL);
 }
@@ -127,8 +131,10 @@ int main(int argc, char **argv)
 	size_t mib = argc > 1 ? strtoul(argv[1], NULL, 10) : 24;
 	int k;
 
-	if (mib < 1 || mib > 4096) {
-		fprintf(stderr, "usage: burst_sites [MIB_PER_SITE (1..4096)]\n");
+	if (argc > 2)
+		pause_us = strtol(argv[2], NULL, 10);
+	if (mib < 1 || mib > 4096 || pause_us < 0 || pause_us > 1000000) {
+		fprintf(stderr, "usage: burst_sites [MIB_PER_SITE (1..4096) [PAUSE_US (0..1000000)]]\n");
 		return 2;
 	}
 	for (k = 0; k < NSITES; k++) {

@@ -20,8 +20,9 @@ $(HOSTILE_OUT)/hostile: $(HOSTILE_SRC)/hostile.c $(HOSTILE_HDRS) | $(HOSTILE_OUT
 $(HOSTILE_OUT)/normal: $(HOSTILE_SRC)/normal.c | $(HOSTILE_OUT)
 	$(CC) -O0 -fno-omit-frame-pointer -fno-inline $(HOSTILE_CFLAGS) -o $@ $<
 
-# Thousands of distinct call stacks (tests/hostile/user-budget): frame
-# pointers and no inlining keep each path a stack of its own.
+# Thousands of distinct call stacks (tests/hostile/user-budget), or a
+# flood of them (tests/e2e/mem-budget): frame pointers and no inlining keep
+# each path a stack of its own.
 $(HOSTILE_OUT)/stacks: $(HOSTILE_SRC)/stacks.c | $(HOSTILE_OUT)
 	$(CC) -O0 -fno-omit-frame-pointer -fno-inline $(HOSTILE_CFLAGS) -o $@ $<
 

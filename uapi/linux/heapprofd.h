@@ -184,7 +184,15 @@ struct heapprofd_counters {
 	 * the bytes of allocations missing from the profile because of drops.
 	 */
 	__u64 est_bytes_dropped;
-	__u64 resv[5];
+	/*
+	 * Not 0: CLOCK_REALTIME (ns) at which the producer stopped profiling
+	 * because a record waited for room while the consumer read nothing
+	 * for block_timeout_us (HEAPPROFD_CFG_BLOCK). Nothing was dropped:
+	 * the records end there. (In resv[0] before; readers that do not know
+	 * it see a reserved field.)
+	 */
+	__u64 stall_stop_ns;
+	__u64 resv[4];
 };
 
 /*
@@ -199,8 +207,8 @@ struct heapprofd_config {
 	__u64 interval;		/* mean bytes between samples; 1 = every byte */
 	__u32 stack_cap;	/* bytes of stack copied at most */
 	__u32 flags;		/* HEAPPROFD_CFG_* */
-	__u32 block_timeout_us;	/* HEAPPROFD_CFG_BLOCK: longest wait */
-	__u32 resv0;
+	__u32 block_timeout_us;	/* HEAPPROFD_CFG_BLOCK: stall bound (below) */
+	__u32 consumer_caps;	/* HEAPPROFD_CAP_*: what the consumer reads */
 	/*
 	 * Heaps not to sample: bit (n % 64) of heaps_off[n / 64] for heap id
 	 * n (HEAPPROFD_HEAP_*, or an id a HEAPPROFD_REC_HEAP record
@@ -209,12 +217,32 @@ struct heapprofd_config {
 	__u64 heaps_off[4];
 };
 
-#define HEAPPROFD_CFG_BLOCK		_BITUL(0) /* wait for room, bounded */
+/*
+ * HEAPPROFD_CFG_BLOCK: a record that does not fit waits for room, never
+ * dropped, for as long as the consumer keeps reading; once the consumer
+ * has read nothing for block_timeout_us the producer stops profiling and
+ * says so (counters.stall_stop_ns). Without it a record that does not fit
+ * is dropped and counted.
+ *
+ * HEAPPROFD_CFG_ADAPTIVE: the producer raises its sampling interval while
+ * the ring fills (by a power of two per step of fill) and lowers it as the
+ * ring drains; every ALLOC record carries the interval its sample was
+ * drawn at, so estimates stay unbiased.
+ */
+#define HEAPPROFD_CFG_BLOCK		_BITUL(0) /* wait for room: no drop */
 #define HEAPPROFD_CFG_FOLLOW_FORKS	_BITUL(1) /* children register too */
 #define HEAPPROFD_CFG_ADAPTIVE		_BITUL(2) /* raise interval as ring fills */
 #define HEAPPROFD_CFG_ALL	(HEAPPROFD_CFG_BLOCK | \
 				 HEAPPROFD_CFG_FOLLOW_FORKS | \
 				 HEAPPROFD_CFG_ADAPTIVE)
+
+/*
+ * consumer_caps (resv0 until the first was added, so 0 from an older
+ * consumer): record encodings beyond ABI 5's first that the consumer
+ * reads; a producer uses one only when its bit is set. Unknown bits are
+ * ignored (unlike flags, whose unknown bits void the config).
+ */
+#define HEAPPROFD_CAP_STACK_DELTA	_BITUL(0) /* HEAPPROFD_ALLOC_STACK_DELTA */
 
 #define HEAPPROFD_STACK_CAP_DEFAULT	(64U << 10)
 #define HEAPPROFD_INTERVAL_DEFAULT	(4096ULL)
@@ -347,6 +375,7 @@ enum heapprofd_arch {
 #define HEAPPROFD_ALLOC_STACK_TRUNCATED	_BITUL(0) /* stack_cap was reached */
 #define HEAPPROFD_ALLOC_EXACT		_BITUL(1) /* est_size is the size */
 #define HEAPPROFD_ALLOC_STACK_REUSED	_BITUL(2) /* stack_reused is set */
+#define HEAPPROFD_ALLOC_STACK_DELTA	_BITUL(3) /* the stack as changes (below) */
 
 /*
  * The most a record may take from its thread's previous record (below):
@@ -437,6 +466,35 @@ static inline __u64 heapprofd_rec_lr(const struct heapprofd_rec_alloc *a)
 		return a->regs[HEAPPROFD_AARCH64_LR];
 	return 0;
 }
+
+/*
+ * Stack delta (an addition to ABI 5): most words of a thread's stack below
+ * the part stack reuse leaves out are still the same as in its previous
+ * sample too, only not all of them (a few locals and spilled registers
+ * change in frames that stay). With HEAPPROFD_ALLOC_STACK_DELTA the
+ * stack_len bytes [sp, sp + stack_len) are not carried as they are: a
+ * struct heapprofd_stack_delta follows the structure, then its nruns runs
+ * (sorted by off, not overlapping, off and len multiples of 8, len > 0,
+ * within stack_len), then the bytes of each run, in that order, padded to
+ * HEAPPROFD_REC_ALIGN. The bytes of [sp, sp + stack_len) outside every run
+ * are byte for byte those at the same addresses in the thread's previous
+ * ALLOC record (the one stack reuse names, with the same stack_top; its
+ * topmost HEAPPROFD_STACK_REUSE_MAX bytes), which must hold them. stack_len
+ * is a multiple of 8 and stack_top is not 0. A reader without that record
+ * treats the stack as truncated at the first byte it lacks. Combines with
+ * HEAPPROFD_ALLOC_STACK_REUSED. Written only to a consumer that set
+ * HEAPPROFD_CAP_STACK_DELTA in config.consumer_caps; the kernel never
+ * writes it.
+ */
+struct heapprofd_stack_delta {
+	__u32 nruns;
+	__u32 resv;		/* zero */
+};
+
+struct heapprofd_delta_run {
+	__u32 off;		/* bytes from sp */
+	__u32 len;
+};
 
 /* The free of a sampled address, ordered after its allocation by seq. */
 struct heapprofd_rec_free {

@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <elfutils/libdwfl.h>
 #include <zlib.h>
 
 #include "../../../tests/tap.h"
@@ -392,6 +393,48 @@ static void test_reuse(struct hp_proc *pr, const uint8_t *rec, uint32_t len, con
 	   s1.memo_hits == s0.memo_hits + 1 && s1.memo_misses == s0.memo_misses,
 	   "%s: a record reusing its thread's top %u stack bytes is made whole (the memo knows it)",
 	   what, k);
+	/* The same stack as a delta (uapi HEAPPROFD_ALLOC_STACK_DELTA): its
+	 * first 64 bytes carried, the rest of its own part the previous
+	 * record's, the top reused: made whole, the memo knows it. */
+	if (!((a->stack_len - k) % 8) && a->stack_len - k > 64) {
+		uint32_t own = a->stack_len - k, dlen = (uint32_t)sizeof(*t) + 16 + 64;
+		struct heapprofd_rec_alloc *d = calloc(1, dlen);
+		struct heapprofd_stack_delta *dh = (void *)(d + 1);
+		struct heapprofd_delta_run *run = (void *)(dh + 1);
+		struct hp_proc_stats sd, se;
+
+		memcpy(d, t, sizeof(*d));
+		d->hdr.len = dlen;
+		d->hdr.flags |= HEAPPROFD_ALLOC_STACK_DELTA;
+		d->stack_len = own;
+		d->addr += 8192;
+		d->seq += 1;
+		dh->nruns = 1;
+		run->off = 0;
+		run->len = 64;
+		memcpy(run + 1, rec + sizeof(*a), 64);
+		hp_proc_get_stats(pr, &sd);
+		fed = !hp_proc_feed(pr, d, dlen, why, sizeof(why));
+		hp_proc_sync(pr);
+		hp_proc_get_stats(pr, &se);
+		ok(fed && se.reuse_rebuilt == sd.reuse_rebuilt + 1 &&
+		   se.memo_hits == sd.memo_hits + 1 && se.memo_misses == sd.memo_misses,
+		   "%s: a stack delta (64 of %u own bytes carried, %u reused) is made whole (the memo knows it)",
+		   what, own, k);
+		/* Runs out of order: malformed. */
+		run->off = own;
+		bad = hp_proc_feed(pr, d, dlen, why, sizeof(why));
+		ok(bad < 0 && strstr(why, "stack delta"),
+		   "%s: a stack delta run past its stack is malformed (%s)", what, why);
+		free(d);
+		/* What follows measures from here: one record's frames. */
+		{
+			uint64_t one = s1.frames - s0.frames;
+
+			s1 = se;
+			s0.frames = s1.frames - one;
+		}
+	}
 	/* A maps record empties the memo: the same record is then built whole
 	 * for the unwinder, which must find the same frames. */
 	{
@@ -2437,6 +2480,137 @@ static void test_drop_frames_and_cum(void)
 	hp_prof_free(&p);
 }
 
+/*
+ * The sorted symbols (symtab.c) name an address as libdwfl's own search
+ * does: every 97th byte of libc, each name the table gives (or its "none")
+ * compared with dwfl_module_addrname's.
+ */
+static void test_symtab(void)
+{
+	static char *dip;
+	static const Dwfl_Callbacks cb = {
+		.find_elf = dwfl_build_id_find_elf,
+		.find_debuginfo = dwfl_standard_find_debuginfo,
+		.section_address = dwfl_offline_section_address,
+		.debuginfo_path = &dip,
+	};
+	Dl_info di;
+	Dwfl *d = dwfl_begin(&cb);
+	Dwfl_Module *m = NULL;
+	struct hp_symtab *t = NULL;
+	GElf_Addr lo = 0, hi = 0, a;
+	long n = 0, named = 0, differ = 0, asked = 0;
+	int fd = -1;
+
+	if (d && dladdr((void *)&malloc, &di) && di.dli_fname)
+		fd = open(di.dli_fname, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		dwfl_report_begin(d);
+		m = dwfl_report_elf(d, di.dli_fname, di.dli_fname, fd, 0, false);
+		dwfl_report_end(d, NULL, NULL);
+	}
+	if (m) {
+		t = hp_symtab_build(m);
+		dwfl_module_info(m, NULL, &lo, &hi, NULL, NULL, NULL, NULL);
+	}
+	for (a = lo; t && a < hi; a += 97, n++) {
+		int ask;
+		const char *x = hp_symtab_find(t, a, &ask), *y;
+
+		if (!x && ask) {
+			asked++;
+			continue;
+		}
+		named += x != NULL;
+		y = dwfl_module_addrname(m, a);
+		if (x ? !y || strcmp(x, y) : y != NULL) {
+			if (differ++ < 3)
+				diag("at %#llx: %s, libdwfl %s", (unsigned long long)a, x, y ? y : "none");
+		}
+	}
+	ok(t && named > 1000 && !differ,
+	   "symtab: %ld of %ld addresses of libc named by the sorted table (%ld left to libdwfl), %ld unlike libdwfl's",
+	   named, n, asked, differ);
+	hp_symtab_free(t);
+	if (d)
+		dwfl_end(d);
+}
+
+/*
+ * What the daemon's memory budget asks of the pipeline: how large a dump
+ * would be, the memo let go of, a line in every later dump's header, and
+ * private copies of files others could shrink held within a bound.
+ */
+static void test_budget_hooks(void)
+{
+	struct hp_proc *pr = self_proc(0);
+	struct hp_proc_stats st, st0;
+	struct hp_elfcache c;
+	struct hp_elf *e, *e2;
+	char prefix[300], path[400], cmd[1200], *out;
+	struct stat sb;
+	int fd;
+
+	feed_alloc(pr, site_a, 0x1000, 64, 1);
+	feed_alloc(pr, site_b, 0x2000, 64, 2);
+	feed_alloc(pr, site_b, 0x3000, 64, 3);
+	hp_proc_sync(pr);
+	hp_proc_get_stats(pr, &st);
+	/* These made-up records unwind to their one frame. */
+	ok(st.dump_samples == 2 && st.dump_locs == 2 && st.dump_locations == 2,
+	   "budget: a dump's size: %llu samples (site_a, site_b), %llu frames in all, %llu locations",
+	   (unsigned long long)st.dump_samples, (unsigned long long)st.dump_locs,
+	   (unsigned long long)st.dump_locations);
+	/* The same stack again: from the memo; after hp_proc_shed, unwound. */
+	feed_alloc(pr, site_a, 0x4000, 64, 4);
+	hp_proc_sync(pr);
+	hp_proc_get_stats(pr, &st0);
+	hp_proc_shed(pr);
+	feed_alloc(pr, site_a, 0x5000, 64, 5);
+	hp_proc_sync(pr);
+	hp_proc_get_stats(pr, &st);
+	ok(st0.memo_hits >= 1 && st.memo_hits == st0.memo_hits &&
+	   st.memo_misses == st0.memo_misses + 1 && st.dump_samples == 2,
+	   "budget: the memo let go of: a stack it knew is unwound again (hits %llu -> %llu, misses %llu -> %llu)",
+	   (unsigned long long)st0.memo_hits, (unsigned long long)st.memo_hits,
+	   (unsigned long long)st0.memo_misses, (unsigned long long)st.memo_misses);
+	hp_proc_note(pr, "WARNING: the session ended early: a test");
+	snprintf(prefix, sizeof(prefix), "%s/noted", tmpdir);
+	hp_proc_dump(pr, prefix, HP_OUT_TEXT, HP_DUMP_NOW);
+	snprintf(path, sizeof(path), "%s.txt", prefix);
+	out = slurp(path);
+	ok(out && strstr(out, "(books), session 0, now\n# WARNING: the session ended early: a test\n"),
+	   "budget: a note is in the dump's header, after its first line");
+	free(out);
+	hp_proc_end(pr);
+
+	/* A file its group may write: copied, not mapped (elf.c). */
+	snprintf(path, sizeof(path), "%s/shared.so", tmpdir);
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s' && chmod 666 '%s'", HP_DLTEST_SO, path, path);
+	if (system(cmd) || stat(path, &sb)) {
+		ok(0, "budget: a group-writable copy of the test library");
+		return;
+	}
+	hp_elfcache_init(&c);
+	c.copy_max = (uint64_t)sb.st_size - 1;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	e = hp_elf_open(&c, path, fd, 0, 0);
+	ok(!e && c.copied == 0, "budget: a file whose copy would pass the copies' bound is not opened");
+	if (e)
+		hp_elf_put(e);
+	c.copy_max = 2 * (uint64_t)sb.st_size;
+	e = hp_elf_open(&c, path, -1, 0, 0);
+	e2 = hp_elf_open(&c, path, -1, 0, 0);
+	ok(e && e2 == e && c.copied == (uint64_t)sb.st_size,
+	   "budget: within it, copied once and counted (%llu of %lld bytes)",
+	   (unsigned long long)c.copied, (long long)sb.st_size);
+	hp_elf_put(e2);
+	hp_elf_put(e);
+	ok(c.copied == 0, "budget: its bytes given back with the last reference (%llu)",
+	   (unsigned long long)c.copied);
+	hp_elfcache_fini(&c);
+}
+
 int main(void)
 {
 	struct hp_pipeline_opts o = { .unwind_workers = 2 };
@@ -2457,6 +2631,7 @@ int main(void)
 	if (!P)
 		return 1;
 	test_parse();
+	test_symtab();
 	test_unwind(CH_O0, 0, "unwind -O0 frame pointers, live child");
 	test_unwind(CH_O2, 0, "unwind -O2 -fomit-frame-pointer (DWARF), live child");
 	test_unwind(CH_O2, 1, "unwind after the child exited and was reaped");
@@ -2483,6 +2658,7 @@ int main(void)
 	test_outfile();
 	test_drop_frames_and_cum();
 	test_timeline();
+	test_budget_hooks();
 	hp_pipeline_free(P);
 	ok(1, "pipeline: shuts down cleanly");
 	if (!tap_failed && !getenv("HP_KEEP")) {
