@@ -258,10 +258,17 @@ int main(int argc, char **argv)
 	if (!hpd_opts.private_mode) {
 		/* The system policy: attach every session not registered dormant. */
 		dflt = calloc(1, sizeof(*dflt));
+		if (!dflt) {
+			hpd_log(HPD_ERR, "out of memory");
+			return 1;
+		}
 		dflt->all = 1;
 		dflt->interval = hpd_opts.interval;
 		dflt->continuous_ms = continuous;
 		dflt->dump_at_max = dump_at_max;
+		/* As every rule a request makes (ctl.c): a full ring is waited
+		 * on and sampled less (adaptive), never dropped. */
+		dflt->cfg_flags = HEAPPROFD_CFG_BLOCK;
 		hpd_rule_add(dflt);
 		if (mkdir(hpd_opts.outdir, 0750) < 0 && errno != EEXIST)
 			hpd_log(HPD_WARN, "cannot create %s: %s", hpd_opts.outdir, strerror(errno));

@@ -603,8 +603,11 @@ static int counters_of(int n, struct heapprofd_counters *c)
 	daemon_up();
 	rc = run_prog(argv, ENV("HEAPPROFD_INTERVAL=1G"), 1, &r, NULL, NULL);
 	daemon_down();
-	if (D.nsess != 1 || rc)
+	if (D.nsess != 1 || rc) {
+		printf("# count %d: exit %d, %d session(s); stderr: %.*s\n", n, rc, D.nsess,
+		       (int)r.errlen, r.err);
 		rc = -1;
+	}
 	else
 		*c = *D.s[0].ring.cnt;
 	md_free(&D);
