@@ -164,14 +164,14 @@ static void add_fns(pid_t pid, const struct tobj *libc, struct ranges *rs,
 }
 
 static void risky_ranges(pid_t pid, const struct objs *ob, struct ranges *global,
-			 struct ranges *caller)
+			 struct ranges *caller, int client_too)
 {
 	global->n = caller->n = 0;
 	add_fns(pid, &ob->libc, global, global_fns, NGLOBAL);
 	add_fns(pid, &ob->libc, caller, caller_fns, NCALLER);
 	add_object_text(global, &ob->ld, "the dynamic loader");
-	/* Detach takes the client's hooks out and unmaps its ring. */
-	if (ob->have_client)
+	/* Detach's second half unmaps the ring the client's code writes. */
+	if (client_too && ob->have_client)
 		add_object_text(global, &ob->client, "the client");
 }
 
@@ -669,7 +669,7 @@ int hp_inject_attach(pid_t pid, const char *lib, const char *config, struct inje
 		tmaps_free(&tm);
 		return rc;
 	}
-	risky_ranges(pid, &ob, &global, &caller);
+	risky_ranges(pid, &ob, &global, &caller, 1);
 	t0 = mono_us();
 	rc = stop_same(&s, pid, &id, err, errlen);
 	tt->stop_us = mono_us() - t0;
@@ -709,6 +709,51 @@ out:
 	return rc;
 }
 
+/*
+ * Detach's first half (heapprofd_client_unhook): the GOT slots put back at
+ * a point where no thread is in the allocator or the loader, wherever else
+ * it is, in the client too. From then on no call enters the client, so the
+ * threads leave it as they run, and the second half (no thread inside the
+ * client) finds its safe point at once, however busy the program.
+ */
+static int unhook_first(struct stopset *s, const struct target_maps *tm, const struct objs *ob,
+			uint64_t fn, struct inject_times *tt, char *err, size_t errlen)
+{
+	struct ranges global, caller;
+	uint64_t ret = 0;
+	int rc = 0, busy;
+
+	risky_ranges(s->pid, ob, &global, &caller, 0);
+	for (busy = 0; busy < SAFE_TRIES; busy++) {
+		uint64_t t1 = mono_us();
+		int tries, pick;
+
+		rc = stop_safely(s->pid, tm, s, &global, &caller, &tries, &pick, err, errlen);
+		tt->tries += tries;
+		tt->safe_us += mono_us() - t1;
+		if (!rc && !s->tramp)
+			rc = place_trampoline(s, ob, err, errlen);
+		if (rc)
+			return rc;
+		t1 = mono_us();
+		rc = remote_call(s, &s->t[pick], 0, fn, NULL, 0, NULL, 0, &ret, err, errlen);
+		tt->call_us += mono_us() - t1;
+		if (rc)
+			return rc;
+		if ((int)ret != -EBUSY)
+			break;
+		if ((rc = run_briefly(s, RUN_US, err, errlen)) != 0)
+			return rc;
+	}
+	if ((int)ret < 0) {
+		snprintf(err, errlen, "the client in pid %d did not take its hooks out: %s",
+			 (int)s->pid, strerror(-(int)ret));
+		return (int)ret;
+	}
+	/* The threads stopped inside the client run out of it. */
+	return run_briefly(s, RUN_US, err, errlen);
+}
+
 int hp_inject_detach(pid_t pid, struct inject_times *tt, char *err, size_t errlen)
 {
 	struct ranges global, caller;
@@ -717,7 +762,7 @@ int hp_inject_detach(pid_t pid, struct inject_times *tt, char *err, size_t errle
 	struct target_id id;
 	struct stopset s = { 0 };
 	struct objs ob;
-	uint64_t t0, fn, ret = 0;
+	uint64_t t0, fn, unhook, ret = 0;
 	int rc, inj = 0, busy;
 
 	memset(tt, 0, sizeof(*tt));
@@ -735,18 +780,22 @@ int hp_inject_detach(pid_t pid, struct inject_times *tt, char *err, size_t errle
 		rc = 1;	/* preloaded, or not attached by us: nothing here */
 	else if ((rc = tobj_sym(pid, &ob.client, "heapprofd_client_detach", &fn)) != 0)
 		snprintf(err, errlen, "cannot read the client's file in pid %d", (int)pid);
+	else if (tobj_sym(pid, &ob.client, "heapprofd_client_unhook", &unhook))
+		unhook = 0;	/* a client without the first half: all at once */
 	if (rc) {
 		rc_tick_stop();
 		free_objs(&ob);
 		tmaps_free(&tm);
 		return rc;
 	}
-	risky_ranges(pid, &ob, &global, &caller);
 	t0 = mono_us();
 	rc = stop_same(&s, pid, &id, err, errlen);
 	if (rc)
 		goto out;
 	tt->stop_us = mono_us() - t0;
+	if (unhook && (rc = unhook_first(&s, &tm, &ob, unhook, tt, err, errlen)) != 0)
+		goto out;
+	risky_ranges(pid, &ob, &global, &caller, 1);
 	for (busy = 0; busy < SAFE_TRIES; busy++) {
 		uint64_t t1 = mono_us();
 		int tries, pick;

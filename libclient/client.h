@@ -275,6 +275,8 @@ extern int hp_injected;
 int hp_detect_injected(void);
 int hp_got_patch(void);		/* slots written, or -errno */
 void hp_got_unpatch(void);
+int hp_got_unpatch_try(void);		/* 0, or -EBUSY: a thread holds the lock */
+void hp_got_patch_loaded(void);		/* after the program's dlopen */
 int hp_got_slots(void);
 
 /* ---- fork.c ------------------------------------------------------------- */

@@ -345,17 +345,53 @@ int hp_got_patch(void)
 	return rc;
 }
 
-/* Put back every slot that still holds our function. */
-void hp_got_unpatch(void)
+/*
+ * The objects a program dlopen's while attached: their slots too. Under
+ * the lock, hp_got_active is read again: a detach may have put the slots
+ * back since the caller looked.
+ */
+void hp_got_patch_loaded(void)
 {
+	struct pass ps = { 0 };
+
 	pthread_mutex_lock(&got_lock);
+	if (hp_got_active && !find_hooks()) {
+		check_unloads();
+		dl_iterate_phdr(patch_object, &ps);
+	}
+	pthread_mutex_unlock(&got_lock);
+}
+
+static void unpatch_locked(void)
+{
 	check_unloads();
-	hp_got_active = 0;
+	__atomic_store_n(&hp_got_active, 0, __ATOMIC_RELEASE);
 	for (size_t i = nslots; i-- > 0;)
 		if (is_hook(*slots[i].where))
 			store(slots[i].where, slots[i].orig, slots[i].relro);
 	nslots = 0;
+}
+
+/* Put back every slot that still holds our function. */
+void hp_got_unpatch(void)
+{
+	pthread_mutex_lock(&got_lock);
+	unpatch_locked();
 	pthread_mutex_unlock(&got_lock);
+}
+
+/*
+ * The same, called while the program's threads are stopped wherever they
+ * were, in our code too: one may be stopped holding the lock (a dlopen
+ * being patched), and then waiting for it would never end: -EBUSY.
+ */
+int hp_got_unpatch_try(void)
+{
+	if (pthread_mutex_trylock(&got_lock))
+		return -EBUSY;
+	unpatch_locked();
+	pthread_mutex_unlock(&got_lock);
+	return 0;
 }
 
 int hp_got_slots(void)
@@ -459,6 +495,6 @@ static void *dlopen_hook(const char *file, int mode)
 	void *h = open_as_caller(file, mode, __builtin_return_address(0));
 
 	if (h && __atomic_load_n(&hp_got_active, __ATOMIC_ACQUIRE))
-		hp_got_patch();
+		hp_got_patch_loaded();
 	return h;
 }

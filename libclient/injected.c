@@ -136,10 +136,27 @@ HP_EXPORT int heapprofd_client_attach(const char *config)
 }
 
 /*
- * Undo heapprofd_client_attach: the GOT slots get their old values, the
- * session ends and its fds and ring are given back; the library stays,
- * inert, for the next attach. -EBUSY while a thread is inside a hook's slow
- * path (heapprofctl lets the process run a little and tries again).
+ * The first half of a detach: the GOT slots get their old values, so that
+ * no call enters a hook from now on. heapprofctl calls it with the
+ * program's threads stopped anywhere but in the allocator and the loader,
+ * in a hook too (in a program whose threads allocate all the time, some
+ * thread always is); once the threads have run a moment they are out of
+ * our code for good, and the second half can be called. -EBUSY while a
+ * thread is stopped patching an object it dlopen'ed (try again).
+ */
+HP_EXPORT int heapprofd_client_unhook(void)
+{
+	if (!hp_injected)
+		return -EPERM;
+	return hp_got_unpatch_try();
+}
+
+/*
+ * Undo heapprofd_client_attach: the GOT slots get their old values (if
+ * heapprofd_client_unhook has not put them back already), the session
+ * ends and its fds and ring are given back; the library stays, inert, for
+ * the next attach. -EBUSY while a thread is inside a hook's slow path
+ * (heapprofctl lets the process run a little and tries again).
  */
 HP_EXPORT int heapprofd_client_detach(void)
 {

@@ -20,6 +20,9 @@
  *                 refuse (strict seccomp, a seccomp filter, one traced by its
  *                 parent); prints "ready PID" and waits to be killed
  *   storm idle    prints "ready PID" and waits to be killed
+ *   storm spin    8 threads allocate and free without pause (churn), so
+ *                 at any moment some thread is inside the allocator or the
+ *                 client's hooks; prints "ready PID" once they run
  *   storm stale   the same, single-threaded, with a word on its live stack
  *                 that points into malloc (as an interpreter's allocator
  *                 table, or a return address an earlier call left in an
@@ -248,9 +251,16 @@ static int refusing(const char *mode)
 		wait_forever();
 		return word ? 0 : 2;
 	}
+	if (!strcmp(mode, "spin")) {
+		pthread_t t;
+
+		for (uintptr_t i = 1; i <= 8; i++)
+			if (pthread_create(&t, NULL, churn, (void *)i))
+				return 2;
+	}
 	printf("ready %d\n", (int)getpid());
 	fflush(stdout);
-	if (!strcmp(mode, "idle"))
+	if (!strcmp(mode, "idle") || !strcmp(mode, "spin"))
 		wait_forever();
 	if (!strcmp(mode, "seccomp-filter")) {
 		struct sock_filter allow = BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
