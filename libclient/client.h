@@ -44,6 +44,7 @@ struct hp_config {
 	int stack_reuse;		/* HEAPPROFD_STACK_REUSE (default 1) */
 	int no_adapt;			/* HEAPPROFD_ADAPTIVE=0: never adapt */
 	int stack_delta;		/* the consumer reads stack deltas (caps) */
+	int pyframes;			/* the consumer reads Python frames (caps) */
 };
 
 extern struct hp_config hp_cfg;
