@@ -11,7 +11,11 @@ prints one line per function found on any sample's stack:
 
 CUM is the sum of TYPE over the samples whose stack holds the function
 (once per sample however often it recurs), FILE:LINE the places of its
-frames. With --stacks instead, each sample's stack, innermost first.
+frames. With --stacks instead, each sample's stack, innermost first; with
+--innermost-python, per place the sum of TYPE over the samples whose
+innermost Python frame (a file ending in .py) is there:
+
+    SUM  NAME  FILE:LINE
 """
 import gzip
 import os
@@ -69,6 +73,16 @@ def main():
         for ids, vals in samples:
             st = [f for i in ids for f in frames(locs.get(i, []), funcs, strings)]
             print(vals[k], ' <- '.join('%s %s:%d' % f for f in st))
+        return
+    if '--innermost-python' in sys.argv:
+        at = {}
+        for ids, vals in samples:
+            st = [f for i in ids for f in frames(locs.get(i, []), funcs, strings)]
+            py = [f for f in st if f[1].endswith('.py')]
+            if py:
+                at[py[0]] = at.get(py[0], 0) + vals[k]
+        for f in sorted(at, key=lambda f: -at[f]):
+            print('%d %s %s:%d' % ((at[f],) + f))
         return
     cum, where = {}, {}
     for ids, vals in samples:

@@ -1,80 +1,92 @@
 # SPDX-License-Identifier: GPL-2.0
 """Known Python functions allocating known amounts, in several threads.
 
-Each function allocates in blocks of its own size and keeps what it made
-alive until the end (in-use bytes equal allocated bytes), so that each
-function's share of a heap profile is known: TOTAL_MB[name] MiB each.
-Blocks are large (64 KiB and up) so that every byte goes through malloc
-(CPython's small-object allocator keeps blocks of 512 bytes and less to
-itself).
+Each function allocates blocks of its own size and keeps them to the end,
+and prints what it allocated through malloc (sys.getsizeof of each block:
+the object as malloc'd), one line each at the end:
+
+    truth FUNCTION BYTES
+
+Blocks are large (64 KiB and more), so each is one malloc: CPython's
+small-object allocator keeps blocks of 512 bytes and less to itself.
+dump_json's blocks are made by a C extension (json's encoder), called
+from it. list_dirs allocates in C without the interpreter lock (os.listdir
+lets go of it around opendir, whose buffer is malloc'd and freed again):
+it has no truth line, its samples are under opendir.
 
     python3 py_allocs.py [scale]     scale multiplies every amount (default 1)
+
+With PY_ALLOCS_GO=FILE it prints "ready PID" and waits for FILE before it
+allocates (a profiler attaches in between); with PY_ALLOCS_STOP=FILE it
+waits for that file before it exits.
 """
 import json
+import os
 import sys
 import threading
+import time
 
 SCALE = float(sys.argv[1]) if len(sys.argv) > 1 else 1.0
 MB = 1 << 20
 KEEP = []
+TRUTH = {}
 LOCK = threading.Lock()
 
-# MiB per function (at scale 1); the test reads this table.
-TOTAL_MB = {
-    "make_bytes": 48,
-    "make_strings": 32,
-    "make_lists": 24,
-    "dump_json": 16,
-}
 
-
-def keep(obj):
+def keep(name, obj):
     with LOCK:
         KEEP.append(obj)
+        TRUTH[name] = TRUTH.get(name, 0) + sys.getsizeof(obj)
 
 
 def make_bytes():
-    n = int(TOTAL_MB["make_bytes"] * MB * SCALE) // (256 * 1024)
-    for _ in range(n):
-        keep(bytes(256 * 1024))
+    for _ in range(int(48 * MB * SCALE) // (256 * 1024)):
+        keep("make_bytes", bytes(256 * 1024))
 
 
 def make_strings():
-    n = int(TOTAL_MB["make_strings"] * MB * SCALE) // (128 * 1024)
-    for i in range(n):
-        keep("%d" % (i % 10) * (128 * 1024 - 49))  # 128 KiB with the str header
+    for i in range(int(32 * MB * SCALE) // (128 * 1024)):
+        keep("make_strings", "%d" % (i % 10) * (128 * 1024 - 49))
 
 
 def make_lists():
-    # A list of 8192 pointers: 64 KiB of item storage, one malloc.
-    n = int(TOTAL_MB["make_lists"] * MB * SCALE) // (8192 * 8)
-    for _ in range(n):
-        keep([None] * 8192)
+    # A list of 8192 pointers: 64 KiB of items, one malloc (the list
+    # object itself, 56 bytes, is the small-object allocator's).
+    for _ in range(int(24 * MB * SCALE) // (8192 * 8)):
+        keep("make_lists", [None] * 8192)
 
 
-def dump_json():
-    # json's C encoder builds the text; its buffer is the C extension's
-    # allocation, called from this function.
-    row = {"k%d" % i: "v" * 100 for i in range(600)}
-    text_len = len(json.dumps(row))
-    n = int(TOTAL_MB["dump_json"] * MB * SCALE) // text_len
-    for _ in range(n):
-        keep(json.dumps(row))
+def dump_json(text):
+    # json's C encoder (encode_basestring_ascii) makes each result string.
+    for _ in range(int(16 * MB * SCALE) // len(text)):
+        keep("dump_json", json.dumps(text))
 
 
-def worker(fn):
-    fn()
+def list_dirs():
+    for _ in range(int(2000 * SCALE)):
+        os.listdir("/")
+
+
+def wait_file(var):
+    path = os.environ.get(var)
+    while path and not os.path.exists(path):
+        time.sleep(0.05)
 
 
 def main():
-    threads = [threading.Thread(target=worker, args=(fn,), name=fn.__name__)
-               for fn in (make_bytes, make_strings, make_lists)]
+    if os.environ.get("PY_ALLOCS_GO"):
+        print("ready %d" % os.getpid(), flush=True)
+    wait_file("PY_ALLOCS_GO")
+    threads = [threading.Thread(target=fn)
+               for fn in (make_bytes, make_strings, make_lists, list_dirs)]
     for t in threads:
         t.start()
-    dump_json()  # the main thread
+    dump_json("x" * (200 * 1024))
     for t in threads:
         t.join()
-    print("done", len(KEEP), flush=True)
+    for name in sorted(TRUTH):
+        print("truth %s %d" % (name, TRUTH[name]), flush=True)
+    wait_file("PY_ALLOCS_STOP")
 
 
 if __name__ == "__main__":
