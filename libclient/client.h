@@ -275,6 +275,9 @@ void hp_exec_init(void);
 extern int hp_injected;
 int hp_detect_injected(void);
 int hp_got_patch(void);		/* slots written, or -errno */
+/* The function the program's calls of name reach (its definition, not a
+ * non-PIE program's PLT entry for it), for a client loaded by attach. */
+void *hp_got_real(const char *name);
 void hp_got_unpatch(void);
 int hp_got_slots(void);
 
