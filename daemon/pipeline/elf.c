@@ -392,6 +392,13 @@ void hp_uframes_put(struct hp_uframe *f, int n)
 			hp_elf_put(f[i].elf);
 }
 
+void hp_uframes_get(struct hp_uframe *f, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (f[i].elf && (i == 0 || f[i].elf != f[i - 1].elf))
+			hp_elf_ref(f[i].elf);
+}
+
 void hp_elf_put(struct hp_elf *e)
 {
 	struct hp_elfcache *c;

@@ -319,6 +319,8 @@ int hp_unwind(struct hp_unwinder *u, const struct heapprofd_rec_alloc *a,
 	      const uint8_t *stack, uint32_t stack_len, struct hp_uframe *out,
 	      int max, struct hp_utrace *t);
 void hp_uframes_put(struct hp_uframe *f, int n);
+/* Take the references hp_uframes_put releases (frames copied). */
+void hp_uframes_get(struct hp_uframe *f, int n);
 
 /* ---- memo.c: unwinds remembered by what they read --------------------- */
 
@@ -465,6 +467,25 @@ int hp_py_ready(const struct hp_py *py);
 void hp_py_comment(struct hp_py *py, struct hp_prof *o);
 /* CPython 3.11 location table: the line of code unit lasti, or -1. */
 int hp_py_line(const uint8_t *lt, uint32_t n, int firstline, uint32_t lasti);
+
+/* ---- perfmap.c: JIT code named from /tmp/perf-<pid>.map ----------------- */
+
+struct hp_perfmap;
+/* Takes proc_fd (/proc/<pid>, or -1: by pid). */
+struct hp_perfmap *hp_perfmap_new(pid_t pid, int proc_fd);
+void hp_perfmap_free(struct hp_perfmap *pm);
+/* The name of the code at addr now, into buf: 1, or 0 if none. */
+int hp_perfmap_name(struct hp_perfmap *pm, uint64_t addr, char *buf, size_t len);
+/*
+ * Frames in no file (f[i].elf NULL, i > 0) that the map names become
+ * frames of the map's names file (references taken, one per run). Returns
+ * how many; 0 leaves f as it was.
+ */
+int hp_perfmap_name_frames(struct hp_perfmap *pm, struct hp_uframe *f, int n);
+/* Would hp_perfmap_name_frames name any of them? */
+int hp_perfmap_names_any(struct hp_perfmap *pm, const struct hp_uframe *f, int n);
+/* Is any frame (i > 0) in no file? */
+int hp_uframes_unfiled(const struct hp_uframe *f, int n);
 
 /* ---- books.c ------------------------------------------------------------ */
 

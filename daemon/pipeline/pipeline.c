@@ -138,6 +138,7 @@ struct hp_proc {
 	struct hp_memo *memo;		/* unwinds remembered (memo.c) */
 	struct hp_reuse *reuse;		/* feeding thread: stack tops (reuse.c) */
 	struct hp_py *py;		/* Python frames (python.c) */
+	struct hp_perfmap *jit;		/* JIT code's names (perfmap.c) */
 	struct hp_pyframe pyres[HEAPPROFD_PYFRAMES_MAX];	/* feeding thread */
 	/* feeding thread: jobs for the books, not handed over yet */
 	struct job *pend_head, *pend_tail;
@@ -301,6 +302,7 @@ static void proc_put(struct hp_proc *pr)
 	hp_memo_free(pr->memo);
 	hp_reuse_free(pr->reuse);
 	hp_py_free(pr->py);
+	hp_perfmap_free(pr->jit);
 	free(pr->unw);
 	free(pr->reloads_w);
 	free(pr->unw_mem_w);
@@ -349,6 +351,8 @@ static void worker_alloc(struct hp_pipeline *p, struct job *j)
 				}
 			}
 		}
+		/* JIT code, named from the perf map as it is now. */
+		hp_perfmap_name_frames(pr->jit, j->frames, j->nframes);
 	}
 }
 
@@ -849,6 +853,7 @@ struct hp_proc *hp_proc_new(struct hp_pipeline *p, const struct hp_proc_info *in
 		pt.proc_fd = dup_fd(t.proc_fd);
 		pr->py = hp_py_new(&pt, dup_fd(info->maps_fd), dup_fd(info->mem_fd),
 				   dup_fd(info->exe_fd), &p->elfs);
+		pr->jit = hp_perfmap_new(info->pid, dup_fd(t.proc_fd));
 		pr->unw[0] = hp_unwinder_new_at(&t, info->maps_fd, info->mem_fd,
 						info->exe_fd, &p->elfs);
 	} else
@@ -864,6 +869,7 @@ struct hp_proc *hp_proc_new(struct hp_pipeline *p, const struct hp_proc_info *in
 			hp_unwinder_free(pr->unw[i]);
 		hp_books_free(pr->books);
 		hp_py_free(pr->py);
+		hp_perfmap_free(pr->jit);
 		pthread_mutex_destroy(&pr->lock);
 		pthread_mutex_destroy(&pr->ev_lock);
 		free(pr->unw);
@@ -1035,6 +1041,22 @@ static int memo_event(struct hp_proc *pr, const struct hp_parsed *ps,
 			ev->owned = 1;
 		} else {
 			free(f);
+		}
+	}
+	/* JIT code: named as it is now, in a copy (the memo's are lent). */
+	if (hp_perfmap_names_any(pr->jit, ev->frames, ev->nframes)) {
+		struct hp_uframe *f = ev->owned ? ev->frames :
+				      malloc(ev->nframes * sizeof(*f));
+
+		if (f) {
+			if (!ev->owned) {
+				memcpy(f, fr, ev->nframes * sizeof(*f));
+				hp_uframes_get(f, ev->nframes);
+			}
+			hp_perfmap_name_frames(pr->jit, f, ev->nframes);
+			ev->frames = f;
+			ev->memo_id = 0;
+			ev->owned = 1;
 		}
 	}
 	return 1;
@@ -1380,6 +1402,20 @@ static int write_one(const struct hp_prof *prof, const char *prefix, const char 
  * as before; files whose debug info may come from debuginfod are waited
  * for by a final dump up to its bound, by other dumps not at all.
  */
+/* Addresses in no file that the perf map names now (a map written late). */
+static void name_jit(struct hp_proc *pr, struct hp_prof *p)
+{
+	char name[256];
+
+	for (uint32_t i = 0; pr->jit && i < p->nlocs; i++) {
+		struct hp_prof_loc *l = &p->locs[i];
+
+		if (!l->map && !l->func && l->addr &&
+		    hp_perfmap_name(pr->jit, l->addr, name, sizeof(name)))
+			l->func = hp_prof_str(p, name);
+	}
+}
+
 static void name_locations(struct hp_proc *pr, struct waiter *w, int final)
 {
 	uint64_t wait = final ? pr->p->sym_wait_ms : 0;
@@ -1393,6 +1429,7 @@ static void name_locations(struct hp_proc *pr, struct waiter *w, int final)
 		if (!(w->which & whiches[i]))
 			continue;
 		left = hp_symbolize_prof(outs[i], &w->want[i], deadline);
+		name_jit(pr, outs[i]);
 		if (left)
 			hp_prof_add_comment(outs[i], "symbolization: %zu of %zu locations left unnamed: their debug info was still being looked up (debuginfod) after %llu ms; `heapprofctl symbolize` can name them later",
 					    left, w->want[i].n, (unsigned long long)wait);

@@ -593,10 +593,7 @@ int hp_py_splice(const struct hp_py *py, const struct hp_uframe *nat, int nn,
 	for (; k < np && o < max; k++)
 		if (pf[k].key)
 			out[o++] = (struct hp_uframe){ pf[k].key + 1, py->names, 0 };
-	/* A reference per run of frames of one file (hp_uframes_put). */
-	for (int i = 0; i < o; i++)
-		if (out[i].elf && (!i || out[i - 1].elf != out[i].elf))
-			hp_elf_ref(out[i].elf);
+	hp_uframes_get(out, o);
 	return o;
 }
 

@@ -40,14 +40,16 @@ def load(path):
                     vals += ints(w, vv)
             samples.append((ids, vals))
         elif f == 4:
-            lid, lines = 0, []
+            lid, lines, addr = 0, [], 0
             for ff, w, vv in fields(v):
                 if ff == 1:
                     lid = vv
+                elif ff == 3:
+                    addr = vv
                 elif ff == 4:
                     ln = dict((a, c) for a, _, c in fields(vv))
                     lines.append((ln.get(1, 0), ln.get(2, 0)))
-            locs[lid] = lines
+            locs[lid] = lines or addr
         elif f == 5:
             d = dict((ff, vv) for ff, _, vv in fields(v))
             funcs[d.get(1, 0)] = (d.get(2, 0), d.get(4, 0))
@@ -57,7 +59,10 @@ def load(path):
 
 
 def frames(loc_lines, funcs, strings):
-    """A location's frames (inlined first), as (name, file, line)."""
+    """A location's frames (inlined first), as (name, file, line); a
+    location without a name is its address."""
+    if isinstance(loc_lines, int):
+        return [('0x%x' % loc_lines, '', 0)]
     out = []
     for fid, line in loc_lines:
         name, fn = funcs.get(fid, (0, 0))
