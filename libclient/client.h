@@ -188,6 +188,9 @@ struct hp_thread {
 	 * sample does not add to two shared counters. */
 	uint64_t rec_written, rec_bytes, pub_rec_written, pub_rec_bytes;
 	uint64_t stack_lo, stack_top;
+	/* Inside pthread_getattr_np, which allocates with the thread's lock
+	 * held: a sample there must not ask for the stack bounds (stack.c). */
+	int in_bounds;
 	int inited;
 	int exited;			/* its exit handler ran: stays out */
 	int in_hook;			/* reentrancy guard */

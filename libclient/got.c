@@ -56,7 +56,7 @@ static void *dlopen_hook(const char *file, int mode);
 static const char *const hooked[] = {
 	"malloc", "free", "calloc", "realloc", "reallocarray", "memalign",
 	"posix_memalign", "aligned_alloc", "valloc", "pvalloc",
-	"malloc_usable_size", "dlopen",
+	"malloc_usable_size", "dlopen", "pthread_getattr_np",
 };
 #define NHOOKED (sizeof(hooked) / sizeof(hooked[0]))
 static void *hook_fn[NHOOKED];
