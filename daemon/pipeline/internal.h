@@ -465,6 +465,7 @@ int hp_py_splice(const struct hp_py *py, const struct hp_uframe *nat, int nn,
 int hp_py_ready(const struct hp_py *py);
 /* A line for the dump's header: the version read, or why not. */
 void hp_py_comment(struct hp_py *py, struct hp_prof *o);
+size_t hp_py_mem(const struct hp_py *py);	/* bytes it holds now */
 /* CPython 3.11 location table: the line of code unit lasti, or -1. */
 int hp_py_line(const uint8_t *lt, uint32_t n, int firstline, uint32_t lasti);
 
@@ -484,6 +485,7 @@ int hp_perfmap_name(struct hp_perfmap *pm, uint64_t addr, char *buf, size_t len)
 int hp_perfmap_name_frames(struct hp_perfmap *pm, struct hp_uframe *f, int n);
 /* Would hp_perfmap_name_frames name any of them? */
 int hp_perfmap_names_any(struct hp_perfmap *pm, const struct hp_uframe *f, int n);
+size_t hp_perfmap_mem(const struct hp_perfmap *pm);	/* bytes it holds now */
 /* Is any frame (i > 0) in no file? */
 int hp_uframes_unfiled(const struct hp_uframe *f, int n);
 

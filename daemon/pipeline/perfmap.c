@@ -40,6 +40,8 @@
 #define HP_PERFMAP_MAX_ENTRIES	(1U << 20)
 #define HP_PERFMAP_NAME_MAX	255
 #define HP_PERFMAP_REREAD_MS	100
+/* Names given to frames are kept as long as the process: bounded. */
+#define HP_PERFMAP_NAMED_BYTES	(16ULL << 20)
 
 struct pm_entry {
 	uint64_t start, end;
@@ -69,7 +71,19 @@ struct hp_perfmap {
 	struct hp_elf *file;
 	struct hp_hmap keys;	/* (entry start, name hash) -> key */
 	uint64_t nkeys;
+	uint64_t named_bytes, mem;	/* mem: read under no lock (stats) */
 };
+
+static void note_mem(struct hp_perfmap *pm)
+{
+	__atomic_store_n(&pm->mem, sizeof(*pm) + pm->cap * sizeof(*pm->e) + pm->names_cap +
+			 pm->named_bytes, __ATOMIC_RELAXED);
+}
+
+size_t hp_perfmap_mem(const struct hp_perfmap *pm)
+{
+	return pm ? __atomic_load_n(&pm->mem, __ATOMIC_RELAXED) : 0;
+}
 
 static uint64_t now_ms(void)
 {
@@ -327,6 +341,7 @@ static void refresh(struct hp_perfmap *pm)
 	pm->ino = st.st_ino;
 	read_more(pm, fd, &st);
 	close(fd);
+	note_mem(pm);
 	if (!pm->sorted) {
 		qsort(pm->e, pm->n, sizeof(*pm->e), by_start);
 		pm->sorted = 1;
@@ -398,7 +413,8 @@ static uint64_t key_of(struct hp_perfmap *pm, const struct pm_entry *e)
 	struct hp_sym *s;
 
 	key = (uint64_t)(uintptr_t)hp_hmap_get(&pm->keys, e->start, h);
-	if (key || pm->nkeys >= HP_PERFMAP_MAX_ENTRIES)
+	if (key || pm->nkeys >= HP_PERFMAP_MAX_ENTRIES ||
+	    pm->named_bytes + strlen(name) + 64 > HP_PERFMAP_NAMED_BYTES)
 		return key;
 	if (!pm->file && !(pm->file = hp_elf_names("[jit]")))
 		return 0;
@@ -417,6 +433,8 @@ static uint64_t key_of(struct hp_perfmap *pm, const struct pm_entry *e)
 	if (hp_hmap_put(&pm->keys, e->start, h, (void *)(uintptr_t)key))
 		return 0;
 	pm->nkeys++;
+	pm->named_bytes += strlen(name) + 64 + sizeof(*s) + 4 * sizeof(struct hp_hent);
+	note_mem(pm);
 	return key;
 }
 

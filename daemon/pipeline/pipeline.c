@@ -1536,6 +1536,7 @@ void hp_proc_get_stats(struct hp_proc *pr, struct hp_proc_stats *st)
 	for (int i = 0; i < pr->p->nworkers; i++)
 		st->mem_bytes += __atomic_load_n(&pr->unw_mem_w[i], __ATOMIC_RELAXED);
 	st->mem_bytes += hp_reuse_mem(pr->reuse);
+	st->mem_bytes += hp_py_mem(pr->py) + hp_perfmap_mem(pr->jit);
 	hp_reuse_stats(pr->reuse, &st->reuse_rebuilt, &st->reuse_missing);
 	if (pr->memo) {
 		uint64_t hits, misses;

@@ -62,9 +62,13 @@
 #define PY_MAX_CODE_UNITS	(1U << 22)
 #define PY_MAX_LINETABLE	(1U << 20)
 #define PY_MAX_NAME		1024	/* characters kept */
-/* Memory bounds: code objects cached, (code, line) pairs named. */
+/* Memory bounds: code objects cached (and their bytes: the cache is
+ * emptied beyond), (code, line) pairs named (and their names' bytes, kept
+ * as long as the process: no new name beyond). */
 #define PY_MAX_CODES		65536
+#define PY_MAX_CODE_BYTES	(32ULL << 20)
 #define PY_MAX_KEYS		(1U << 20)
+#define PY_MAX_NAME_BYTES	(32ULL << 20)
 
 struct pycode {
 	uint64_t addr;
@@ -87,6 +91,7 @@ struct hp_py {
 	struct hp_hmap codes;		/* addr -> struct pycode */
 	struct hp_hmap keys;		/* (code addr, line) -> key */
 	uint64_t nkeys;
+	uint64_t code_bytes, name_bytes;	/* what the two hold */
 	pthread_mutex_t lock;		/* note and figures, for the books thread */
 	char note[200];
 	uint64_t frames_ok, frames_bad, samples;
@@ -128,6 +133,25 @@ static void drop_codes(struct hp_py *py)
 		free(pc);
 	}
 	hp_hmap_free(&py->codes);
+	__atomic_store_n(&py->code_bytes, 0, __ATOMIC_RELAXED);
+}
+
+static size_t code_size(const struct pycode *pc)
+{
+	return sizeof(*pc) + pc->lt_len + 2 * sizeof(struct hp_hent);
+}
+
+static void free_code(struct hp_py *py, struct pycode *pc)
+{
+	__atomic_store_n(&py->code_bytes, py->code_bytes - code_size(pc), __ATOMIC_RELAXED);
+	free(pc->lt);
+	free(pc);
+}
+
+size_t hp_py_mem(const struct hp_py *py)
+{
+	return py ? sizeof(*py) + __atomic_load_n(&py->code_bytes, __ATOMIC_RELAXED) +
+		    __atomic_load_n(&py->name_bytes, __ATOMIC_RELAXED) : 0;
 }
 
 void hp_py_free(struct hp_py *py)
@@ -375,10 +399,18 @@ static struct pycode *read_code(struct hp_py *py, uint64_t addr)
 	pc->ncode = (uint32_t)ncode;
 	pc->first_traceable = (uint32_t)first;
 	pc->firstline = (int)u32at(h, CO_FIRSTLINENO);
+	/* Interned for good: bounded (a new string only; most repeat). */
+	if (py->name_bytes + strlen(func) + strlen(file) + 64 > PY_MAX_NAME_BYTES) {
+		free(pc->lt);
+		free(pc);
+		return NULL;
+	}
 	pthread_mutex_lock(&py->names->sym_lock);
 	pc->func = hp_intern(&py->names->strs, func);
 	pc->file = hp_intern(&py->names->strs, file);
 	pthread_mutex_unlock(&py->names->sym_lock);
+	__atomic_store_n(&py->name_bytes, py->name_bytes + strlen(func) + strlen(file) + 64,
+			 __ATOMIC_RELAXED);
 	if (!pc->func || !pc->file) {
 		free(pc->lt);
 		free(pc);
@@ -466,7 +498,7 @@ static uint64_t key_of(struct hp_py *py, const struct pycode *pc, int line)
 	uint64_t key = (uint64_t)(uintptr_t)hp_hmap_get(&py->keys, pc->addr, (uint64_t)(int64_t)line);
 	struct hp_sym *s;
 
-	if (key || py->nkeys >= PY_MAX_KEYS)
+	if (key || py->nkeys >= PY_MAX_KEYS || py->name_bytes > PY_MAX_NAME_BYTES)
 		return key;
 	s = calloc(1, sizeof(*s));
 	if (!s)
@@ -487,6 +519,8 @@ static uint64_t key_of(struct hp_py *py, const struct pycode *pc, int line)
 	if (hp_hmap_put(&py->keys, pc->addr, (uint64_t)(int64_t)line, (void *)(uintptr_t)key))
 		return 0;	/* named but not found again: a new key next time */
 	py->nkeys++;
+	__atomic_store_n(&py->name_bytes, py->name_bytes + sizeof(*s) + 4 * sizeof(struct hp_hent),
+			 __ATOMIC_RELAXED);
 	return key;
 }
 
@@ -505,22 +539,22 @@ static uint64_t frame_key(struct hp_py *py, const struct heapprofd_pyframe *f)
 	if (!pc) {
 		struct pycode *old = hp_hmap_del(&py->codes, f->code, 0);
 
-		if (old) {
-			free(old->lt);
-			free(old);
-		}
-		if (py->codes.n >= PY_MAX_CODES)
-			drop_codes(py);
+		if (old)
+			free_code(py, old);
 		pc = read_code(py, f->code);
 		if (!pc) {
 			py->frames_bad++;
 			return 0;
 		}
+		if (py->codes.n >= PY_MAX_CODES ||
+		    py->code_bytes + code_size(pc) > PY_MAX_CODE_BYTES)
+			drop_codes(py);
 		if (hp_hmap_put(&py->codes, f->code, 0, pc)) {
 			free(pc->lt);
 			free(pc);
 			return 0;
 		}
+		__atomic_store_n(&py->code_bytes, py->code_bytes + code_size(pc), __ATOMIC_RELAXED);
 	}
 	if (instr < pc->addr + CO_CODE || instr >= pc->addr + CO_CODE + 2ULL * pc->ncode ||
 	    (instr & 1)) {
