@@ -83,8 +83,7 @@ void hp_py_init(void)
 #endif
 }
 
-/* The thread's innermost interpreter frame, or 0. */
-static uintptr_t top_frame(void)
+uintptr_t hp_py_top(void)
 {
 	uintptr_t ts, cf;
 
@@ -99,9 +98,8 @@ static uintptr_t top_frame(void)
 	return (uintptr_t)word(cf, PY311_CFRAME_CURRENT);
 }
 
-uint32_t hp_py_count(void)
+uint32_t hp_py_count(uintptr_t f)
 {
-	uintptr_t f = top_frame();
 	uint32_t n = 0;
 
 	while (f && !(f & 7) && n < HEAPPROFD_PYFRAMES_MAX) {
@@ -111,9 +109,8 @@ uint32_t hp_py_count(void)
 	return n;
 }
 
-uint32_t hp_py_write(struct heapprofd_pyframe *out, uint32_t max)
+uint32_t hp_py_write(uintptr_t f, struct heapprofd_pyframe *out, uint32_t max)
 {
-	uintptr_t f = top_frame();
 	uint32_t n = 0;
 
 	while (f && !(f & 7) && n < max) {

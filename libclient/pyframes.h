@@ -7,9 +7,11 @@
 
 /* Look for a CPython whose frames we can read (once, at start or attach). */
 void hp_py_init(void);
-/* The sampling thread's Python frames: how many (at most
- * HEAPPROFD_PYFRAMES_MAX), then the same frames written, innermost first
- * (at most max); 0 when the thread runs no Python or it is off. */
-uint32_t hp_py_count(void);
-uint32_t hp_py_write(struct heapprofd_pyframe *out, uint32_t max);
+/* The sampling thread's innermost Python frame, or 0 (no Python in this
+ * thread, or Python frames off). */
+uintptr_t hp_py_top(void);
+/* From that frame: how many (at most HEAPPROFD_PYFRAMES_MAX), then the
+ * same frames written, innermost first (at most max). */
+uint32_t hp_py_count(uintptr_t top);
+uint32_t hp_py_write(uintptr_t top, struct heapprofd_pyframe *out, uint32_t max);
 #endif

@@ -364,6 +364,7 @@ int hp_write_alloc(const void *addr, uint64_t req, uint64_t usable,
 	struct heapprofd_rec_hdr *h;
 	uint64_t sp = regs[HEAPPROFD_X86_64_SP], want;
 	uint32_t cap, len, stack_len, same = 0, gen, lit = 0, npy, py_len;
+	uintptr_t py_top;
 	int truncated = 0, nruns = -1;
 
 	if (!hp_sess.live)
@@ -393,7 +394,8 @@ int hp_write_alloc(const void *addr, uint64_t req, uint64_t usable,
 	len = (uint32_t)sizeof(*rec) + (nruns >= 0 ?
 		8 + 8 * (uint32_t)nruns + lit : (uint32_t)(want - same));
 	/* The thread's Python frames go last (uapi HEAPPROFD_ALLOC_PYFRAMES). */
-	npy = hp_py_count();
+	py_top = hp_py_top();
+	npy = py_top ? hp_py_count(py_top) : 0;
 	py_len = npy ? npy * (uint32_t)sizeof(struct heapprofd_pyframe) +
 		       (uint32_t)sizeof(struct heapprofd_pyframes) : 0;
 	len = hp_ring_align(len) + py_len;
@@ -449,7 +451,7 @@ int hp_write_alloc(const void *addr, uint64_t req, uint64_t usable,
 		struct heapprofd_pyframes *pt = (struct heapprofd_pyframes *)((uint8_t *)h + len) - 1;
 		struct heapprofd_pyframe *pf = (struct heapprofd_pyframe *)pt - npy;
 
-		pt->nframes = hp_py_write(pf, npy);
+		pt->nframes = hp_py_write(py_top, pf, npy);
 		pt->resv = 0;
 		/* (the same walk as the count: this thread's frames stood still) */
 		for (uint32_t i = pt->nframes; i < npy; i++)

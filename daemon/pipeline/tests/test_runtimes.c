@@ -224,6 +224,15 @@ static void test_perfmap(void)
 	tap_ok(!hp_perfmap_name(pm, 0x1080, name, sizeof(name)),
 	       "perfmap: a map others may write is not read");
 	hp_perfmap_free(pm);
+	/* Another user's file (/tmp is everybody's): not this process's map. */
+	if (getuid() == 0 && chown(path, 65534, 65534) == 0) {
+		pm = hp_perfmap_new(getpid(), -1);
+		tap_ok(!hp_perfmap_name(pm, 0x1080, name, sizeof(name)),
+		       "perfmap: a map owned by another user (65534) is not read");
+		hp_perfmap_free(pm);
+		if (chown(path, 0, 0))
+			tap_diag("chown back: %m");
+	}
 	/* A link to another file: not followed. */
 	snprintf(link, sizeof(link), "/tmp/perf-%d.map.real", (int)getpid());
 	chmod(path, 0644);
