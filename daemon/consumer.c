@@ -207,7 +207,8 @@ static void write_config(struct hpd_session *s, const struct hpd_rule *r, int en
 		/* The stall bound: only a daemon that read nothing for this
 		 * long ends a client's wait, and its profiling (uapi). */
 		cfg->block_timeout_us = 10000000;
-		cfg->consumer_caps = HEAPPROFD_CAP_STACK_DELTA;	/* pipeline/reuse.c */
+		cfg->consumer_caps = HEAPPROFD_CAP_STACK_DELTA |	/* pipeline/reuse.c */
+				     HEAPPROFD_CAP_PYFRAMES;	/* pipeline/python.c */
 		memcpy(cfg->heaps_off, s->heaps_off, sizeof(cfg->heaps_off));
 	}
 	cfg->enabled = enabled;

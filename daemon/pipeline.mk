@@ -21,7 +21,7 @@ PL_CC    ?= gcc
 PL_CLANG ?= clang
 
 PL_NAMES := parse hmap elf maps unwind symbolize books prof pprof frames render timeline numbers \
-	    prof_diff prof_symbolize symcache sigmask memo reuse outfile intervals symtab pipeline
+	    prof_diff prof_symbolize symcache sigmask memo reuse outfile intervals symtab python perfmap pipeline
 PIPELINE_SRCS   := $(PL_NAMES:%=$(PL_DIR)/%.c) $(PL_GEN)/profile.pb-c.c
 PIPELINE_CFLAGS := -I$(PL_ROOT)/daemon -I$(PL_GEN) \
 	$(shell pkg-config --cflags libunwind-ptrace libunwind-generic libdw libprotobuf-c zlib 2>/dev/null)
