@@ -34,6 +34,61 @@ extern int hpd_verbosity;
 void hpd_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void hpd_log_to_syslog(void);
 
+/* ---- export.c: dumps sent to an OpenTelemetry Collector or Pyroscope ---- */
+#define HPD_EXPORT_MAX		4	/* destinations of one session */
+#define HPD_EXPORT_URL_MAX	512
+enum { HPD_EXPORT_OTLP = 1, HPD_EXPORT_PYROSCOPE };
+
+struct hpd_export_targets {
+	int n;
+	struct {
+		int kind;
+		char url[HPD_EXPORT_URL_MAX];	/* no trailing '/' */
+	} t[HPD_EXPORT_MAX];
+};
+
+/* What happened to a session's dumps, or to all (counted per request). */
+struct hpd_export_counts {
+	uint64_t queued;	/* handed to the sender */
+	uint64_t sent;		/* answered 2xx */
+	uint64_t failed;	/* not sent: errors after the retries, or refused */
+	uint64_t dropped;	/* not sent: the queue was full, or no encoding */
+	uint64_t retries;
+	uint64_t rejected;	/* profiles an OTLP server said it rejected */
+	uint64_t bytes;		/* request bodies sent */
+};
+
+struct hpd_export_opts {
+	unsigned timeout_ms;	/* one request, connecting included */
+	unsigned exit_wait_ms;	/* at exit, how long the queue may still take */
+};
+extern struct hpd_export_opts hpd_export_opts;
+
+/* "otlp=URL pyroscope=URL" (space-separated) into t. 0, or -1 with why. */
+int hpd_export_parse(const char *list, struct hpd_export_targets *t, char *why, size_t wl);
+/* heapprofd --export KIND=URL: every session's (a rule's own replace them). */
+int hpd_export_option(const char *arg, char *why, size_t wl);
+const struct hpd_export_targets *hpd_export_default(void);
+int hpd_export_start(void);
+/* Send what is queued, within exit_wait_ms, then stop (the rest is counted). */
+void hpd_export_stop(void);
+
+struct hpd_export_acct;	/* a session's counts, shared with its queued requests */
+struct hpd_export_acct *hpd_export_acct_new(void);
+void hpd_export_acct_put(struct hpd_export_acct *a);
+void hpd_export_acct_get(const struct hpd_export_acct *a, struct hpd_export_counts *out);
+void hpd_export_totals(struct hpd_export_counts *out);
+
+/* A session's exports: the sink of its pipeline (hp_proc_set_sink). */
+struct hpd_export_sess {
+	struct hpd_export_targets targets;
+	struct hpd_export_acct *acct;
+};
+struct hp_prof;
+struct hp_format_args;
+void hpd_export_sink(void *arg, const struct hp_prof *prof, const struct hp_format_args *a,
+		     int files_rc);
+
 /* ---- rules.c ---- */
 struct hpd_ctlconn;
 
@@ -51,6 +106,7 @@ struct hpd_rule {
 	uint32_t cfg_flags;		/* HEAPPROFD_CFG_* */
 	char heaps[256];		/* heap names to sample, comma-separated; "": all */
 	unsigned formats;		/* HP_OUT_* */
+	char exports[1100];		/* "otlp=URL ...": replaces the daemon's --export */
 	int dump_at_max;
 	unsigned continuous_ms;
 	char prefix[512];
@@ -293,6 +349,7 @@ struct hpd_session {
 	struct hpd_rule *rule;		/* NULL: system default */
 	char prefix[600];
 	unsigned formats;
+	struct hpd_export_sess exp;	/* exp.targets.n == 0: no exports */
 	unsigned continuous_ms;
 	uint64_t next_dump_ms;
 	unsigned dumps;
