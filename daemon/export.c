@@ -33,13 +33,13 @@
 #include "pipeline/profile.h"
 #include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb-c.h"
 
-#define Q_MAX_ITEMS	64		/* requests waiting */
-#define Q_MAX_BYTES	(64ULL << 20)	/* their bodies */
-#define MAX_TRIES	6		/* 0.5, 1, 2, 4, 8 s between them */
-#define BACKOFF_MS	500
+#define Q_MAX_BYTES	(64ULL << 20)	/* the bodies waiting, all together */
+#define BACKOFF_MS	500		/* then 1, 2, 4 s... between tries */
 #define REPLY_MAX	(64 << 10)	/* a reply body read past this fails the request */
 
-struct hpd_export_opts hpd_export_opts = { .timeout_ms = 10000, .exit_wait_ms = 5000 };
+struct hpd_export_opts hpd_export_opts = {
+	.timeout_ms = 10000, .exit_wait_ms = 5000, .retries = 5, .queue_max = 64,
+};
 static struct hpd_export_targets dflt;	/* heapprofd --export */
 
 struct hpd_export_acct {
@@ -214,7 +214,7 @@ static void enqueue(struct item *it)
 	int full;
 
 	pthread_mutex_lock(&q.lock);
-	full = !q.started || q.stopping || q.n >= Q_MAX_ITEMS || q.bytes + it->len > Q_MAX_BYTES;
+	full = !q.started || q.stopping || q.n >= hpd_export_opts.queue_max || q.bytes + it->len > Q_MAX_BYTES;
 	if (!full) {
 		if (q.tail)
 			q.tail->next = it;
@@ -498,7 +498,7 @@ static void *sender(void *arg)
 		if (!c)
 			snprintf(why, sizeof(why), "libcurl could not start");
 		it->tries++;
-		if (res == RETRY && it->tries < MAX_TRIES) {
+		if (res == RETRY && it->tries <= (int)hpd_export_opts.retries) {
 			it->next_ms = mono_ms() + ((uint64_t)BACKOFF_MS << (it->tries - 1));
 			COUNT(it->acct, retries, 1);
 			hpd_log(HPD_DEBUG, "export: %s: %s; trying again in %llu ms", kind_name(it->kind),

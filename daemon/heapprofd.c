@@ -106,6 +106,9 @@ static void usage(FILE *f)
 "                         URL/v1development/profiles); repeatable\n"
 "  --export pyroscope=URL send every dump to Pyroscope (URL/ingest, pprof)\n"
 "  --export-timeout MS    one request's bound, connecting included (default 10000)\n"
+"  --export-retries N     more tries of a request that failed for a while (default 5;\n"
+"                         0.5 s, 1 s, 2 s... apart)\n"
+"  --export-queue N       requests waiting to be sent, at most (default 64; 64 MiB)\n"
 "  -v, --verbose / -q, --quiet\n", HP_SOCKET_ENV, HP_SOCKET_DEFAULT, HPD_CTL_ENV, HPD_CTL_DEFAULT);
 }
 
@@ -130,6 +133,8 @@ int main(int argc, char **argv)
 		{ "syslog", no_argument, NULL, 'S' },
 		{ "export", required_argument, NULL, 'E' },
 		{ "export-timeout", required_argument, NULL, 'X' },
+		{ "export-retries", required_argument, NULL, 'Y' },
+		{ "export-queue", required_argument, NULL, 'Q' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -232,6 +237,16 @@ int main(int argc, char **argv)
 			if (opt_num("--export-timeout", optarg, 100, 600000, &v))
 				return 2;
 			hpd_export_opts.timeout_ms = (unsigned)v;
+			break;
+		case 'Y':
+			if (opt_num("--export-retries", optarg, 0, 20, &v))
+				return 2;
+			hpd_export_opts.retries = (unsigned)v;
+			break;
+		case 'Q':
+			if (opt_num("--export-queue", optarg, 1, 4096, &v))
+				return 2;
+			hpd_export_opts.queue_max = (unsigned)v;
 			break;
 		case 'v': hpd_verbosity++; break;
 		case 'q': hpd_verbosity = HPD_WARN; break;

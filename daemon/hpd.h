@@ -61,6 +61,8 @@ struct hpd_export_counts {
 struct hpd_export_opts {
 	unsigned timeout_ms;	/* one request, connecting included */
 	unsigned exit_wait_ms;	/* at exit, how long the queue may still take */
+	unsigned retries;	/* more tries of a request that failed for a while */
+	unsigned queue_max;	/* requests waiting to be sent */
 };
 extern struct hpd_export_opts hpd_export_opts;
 

@@ -89,8 +89,9 @@ def read_pprof(path):
 
 
 def requests(path):
+    """The requests written out whole (the exporter flushes in chunks)."""
     with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+        return [json.loads(line) for line in f if line.endswith('\n') and line.strip()]
 
 
 def anyval(v, strs):
