@@ -211,11 +211,15 @@ static void item_free(struct item *it)
 /* Queue it, or drop it (counted) when the queue is full. */
 static void enqueue(struct item *it)
 {
-	int full;
+	const char *full;
 
 	pthread_mutex_lock(&q.lock);
-	full = !q.started || q.stopping || q.n >= hpd_export_opts.queue_max || q.bytes + it->len > Q_MAX_BYTES;
+	full = !q.started ? "the sender did not start" : q.stopping ? "the daemon is stopping" :
+	       q.n >= hpd_export_opts.queue_max || q.bytes + it->len > Q_MAX_BYTES ?
+	       "the queue is full (the server is slow or down)" : NULL;
 	if (!full) {
+		/* Counted before the sender can see it: it may be freed at once. */
+		COUNT(it->acct, queued, 1);
 		if (q.tail)
 			q.tail->next = it;
 		else
@@ -229,13 +233,9 @@ static void enqueue(struct item *it)
 	if (full) {
 		COUNT(it->acct, dropped, 1);
 		hpd_log(HPD_WARN, "export: pid %d's dump not sent to %s: %s", (int)it->pid,
-			kind_name(it->kind), !q.started ? "the sender did not start" :
-			q.stopping ? "the daemon is stopping" :
-			"the queue is full (the server is slow or down)");
+			kind_name(it->kind), full);
 		item_free(it);
-		return;
 	}
-	COUNT(it->acct, queued, 1);
 }
 
 /* "a-z A-Z 0-9 _ . -" kept, anything else '_': a name Pyroscope takes. */

@@ -14,7 +14,11 @@ request to DIR/requests ("METHOD PATH BYTES"), and answers by MODE:
     garbage   200 with bytes that are no protobuf, and control characters
     rejected  200 with an OTLP partial success rejecting 3 profiles, its
               message carrying a terminal escape sequence
+    ingest    200, as Pyroscope's /ingest: the form's "profile" part is
+              saved as DIR/profile.N and the query as DIR/query.N
 """
+import email.parser
+import email.policy
 import http.server
 import os
 import socketserver
@@ -42,6 +46,21 @@ def rejected():
     return b'\x0a' + varint(len(ps)) + ps
 
 
+def save_form(ctype, body, path):
+    """The multipart form's "profile" part and the query, numbered by request."""
+    msg = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
+        b'Content-Type: ' + ctype.encode() + b'\r\n\r\n' + body)
+    n = sum(1 for f in os.listdir(DIR) if f.startswith('query.'))
+    for part in msg.iter_parts() if msg.is_multipart() else []:
+        if part.get_param('name', header='content-disposition') == 'profile':
+            with open(os.path.join(DIR, 'profile.%d' % n), 'wb') as f:
+                f.write(part.get_payload(decode=True))
+            with open(os.path.join(DIR, 'query.%d' % n), 'w') as f:
+                f.write(path + '\n')
+            return True
+    return False
+
+
 class H(http.server.BaseHTTPRequestHandler):
     def log_message(self, *a):
         pass
@@ -64,6 +83,8 @@ class H(http.server.BaseHTTPRequestHandler):
             out = bytes(range(256)) * 4
         elif MODE == 'rejected':
             out = rejected()
+        elif MODE == 'ingest':
+            code = 200 if save_form(self.headers.get('Content-Type', ''), body, self.path) else 400
         try:
             self.send_response(code)
             self.send_header('Content-Type', 'application/x-protobuf')
