@@ -430,6 +430,7 @@ int hpd_session_enable(struct hpd_session *s, struct hpd_rule *r)
 	if (!s->proc)
 		return -ENOMEM;
 	setup_exports(s, r);
+	hpd_oom_watch(s, r ? r->pressure_pct : 0);
 	s->maps_fd = s->mem_fd = s->exe_fd = -1;	/* the pipeline owns them */
 	s->rule = r;
 	s->formats = r && r->formats ? r->formats : hp_formats_with(HP_FMT_DEFAULT);
@@ -830,7 +831,8 @@ void hpd_put_dump(const struct hpd_session *s, char *msg, size_t len)
 	}
 }
 
-int hpd_session_dump(struct hpd_session *s, unsigned which, char *path, size_t pathlen)
+static int dump_to(struct hpd_session *s, unsigned which, const char *suffix, char *path,
+		   size_t pathlen)
 {
 	char prefix[640], dflt[sizeof(s->prefix)];
 	struct hp_out_limit lim;
@@ -839,7 +841,9 @@ int hpd_session_dump(struct hpd_session *s, unsigned which, char *path, size_t p
 	if (!s->proc)
 		return -ENOENT;
 	copy_totals(s);
-	if (which == HP_DUMP_NOW && s->continuous_ms && !s->ending)
+	if (suffix)
+		snprintf(prefix, sizeof(prefix), "%s%s", s->prefix, suffix);
+	else if (which == HP_DUMP_NOW && s->continuous_ms && !s->ending)
 		snprintf(prefix, sizeof(prefix), "%s.%04u", s->prefix, ++s->dumps);
 	else
 		snprintf(prefix, sizeof(prefix), "%s", s->prefix);
@@ -878,12 +882,33 @@ int hpd_session_dump(struct hpd_session *s, unsigned which, char *path, size_t p
 	return rc;
 }
 
+int hpd_session_dump(struct hpd_session *s, unsigned which, char *path, size_t pathlen)
+{
+	return dump_to(s, which, NULL, path, pathlen);
+}
+
+int hpd_session_dump_as(struct hpd_session *s, unsigned which, const char *suffix,
+			const char *kind, const char *note)
+{
+	int rc;
+
+	if (!s->proc)
+		return -ENOENT;
+	hp_proc_set_dump_kind(s->proc, kind);
+	hp_proc_note(s->proc, note);
+	rc = dump_to(s, which, suffix, NULL, 0);
+	hp_proc_note(s->proc, NULL);
+	hp_proc_set_dump_kind(s->proc, NULL);
+	return rc;
+}
+
 static void release_fds(struct hpd_session *s)
 {
 	int *fds[] = { &s->conn_fd, &s->wake_fd, &s->ring_fd, &s->maps_fd,
 		       &s->mem_fd, &s->exe_fd, &s->pidfd, &s->proc_fd };
 	size_t i;
 
+	hpd_oom_unwatch(s);
 	if (s->conn_fd >= 0)
 		hpd_loop_del(s->conn_fd);
 	if (s->wake_fd >= 0)
@@ -917,11 +942,21 @@ void hpd_session_end(struct hpd_session *s, const char *why)
 		hp_proc_note(s->proc, note);
 	}
 	if (s->proc) {
+		unsigned which = HP_DUMP_NOW | HP_DUMP_FINAL |
+				 (s->rule && s->rule->dump_at_max ? HP_DUMP_PEAK : 0);
+		char oom[400];
+
 		/* With dump-at-max: PREFIX.* now and PREFIX.peak.* at the peak.
-		 * The last dump may wait (bounded) for names still looked up. */
-		rc = hpd_session_dump(s, HP_DUMP_NOW | HP_DUMP_FINAL |
-				      (s->rule && s->rule->dump_at_max ? HP_DUMP_PEAK : 0),
-				      path, sizeof(path));
+		 * The last dump may wait (bounded) for names still looked up.
+		 * The OOM killer's victim: PREFIX.oom.*, saying so (oom.c). */
+		if (!why && hpd_oom_victim(s, oom, sizeof(oom))) {
+			hpd_log(HPD_WARN, "pid %d (%s): %s", (int)s->pid, s->comm, oom);
+			hp_proc_set_dump_kind(s->proc, "oom");
+			hp_proc_note(s->proc, oom);
+			rc = dump_to(s, which, ".oom", path, sizeof(path));
+		} else {
+			rc = hpd_session_dump(s, which, path, sizeof(path));
+		}
 		hp_proc_end(s->proc);
 		s->proc = NULL;
 	}
@@ -1063,6 +1098,7 @@ void hpd_session_tick(uint64_t now)
 			hpd_session_dump(s, HP_DUMP_NOW, NULL, 0);
 			s->next_dump_ms = now + s->continuous_ms;
 		}
+		hpd_pressure_tick(s, now);
 	}
 }
 

@@ -96,6 +96,9 @@ static struct hpd_rule *rule_from(const char *m, struct ctlconn *c)
 		r->cfg_flags |= HEAPPROFD_CFG_FOLLOW_FORKS;
 	r->formats = (unsigned)hpc_getu(m, "formats", 0);
 	hpc_get(m, "export", r->exports, sizeof(r->exports));
+	r->pressure_pct = (unsigned)hpc_getu(m, "pressure", 0);
+	if (r->pressure_pct > 100)
+		r->pressure_pct = 100;
 	r->dump_at_max = (int)hpc_getu(m, "dump_at_max", 0);
 	r->continuous_ms = (unsigned)hpc_getu(m, "continuous", 0);
 	hpc_get(m, "prefix", r->prefix, sizeof(r->prefix));

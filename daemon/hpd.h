@@ -34,6 +34,12 @@ extern int hpd_verbosity;
 void hpd_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void hpd_log_to_syslog(void);
 
+/* An fd the event loop (loop.c) watches, and what to call. */
+struct hpd_watch {
+	void (*fn)(struct hpd_watch *w, uint32_t events);
+	int fd;
+};
+
 /* ---- export.c: dumps sent to an OpenTelemetry Collector or Pyroscope ---- */
 #define HPD_EXPORT_MAX		4	/* destinations of one session */
 #define HPD_EXPORT_URL_MAX	512
@@ -109,6 +115,7 @@ struct hpd_rule {
 	char heaps[256];		/* heap names to sample, comma-separated; "": all */
 	unsigned formats;		/* HP_OUT_* */
 	char exports[1100];		/* "otlp=URL ...": replaces the daemon's --export */
+	unsigned pressure_pct;		/* --dump-on-pressure: dump past this % of memory.max */
 	int dump_at_max;
 	unsigned continuous_ms;
 	char prefix[512];
@@ -352,6 +359,18 @@ struct hpd_session {
 	char prefix[600];
 	unsigned formats;
 	struct hpd_export_sess exp;	/* exp.targets.n == 0: no exports */
+	struct {			/* its cgroup (oom.c) */
+		struct hpd_watch w;	/* memory.events; fd -1: not watched */
+		char cg[512];		/* /sys/fs/cgroup/...; "": none */
+		long long kills;	/* oom_kill as last read */
+		int rose;		/* it rose while the process was profiled */
+		uint64_t at_ms;		/* when it was seen to rise */
+		long long max, current, peak;	/* then (-1 unknown, -2 "max") */
+		unsigned pressure_pct;	/* --dump-on-pressure; 0: none */
+		int armed;
+		unsigned pressure_dumps;
+		uint64_t checked_ms;
+	} oom;
 	unsigned continuous_ms;
 	uint64_t next_dump_ms;
 	unsigned dumps;
@@ -388,6 +407,18 @@ void hpd_session_drain(struct hpd_session *s, int producer_gone);
 /* Module transport: read(2) the kernel's records and feed them (part of the drain). */
 void hpd_session_read_kernel(struct hpd_session *s, int producer_gone);
 int hpd_session_dump(struct hpd_session *s, unsigned which, char *path, size_t pathlen);
+/* A dump to PREFIX SUFFIX.*, of this kind (exports), with note in its header. */
+int hpd_session_dump_as(struct hpd_session *s, unsigned which, const char *suffix,
+			const char *kind, const char *note);
+
+/* ---- oom.c: the OOM killer's victim, dumps under memory pressure ---- */
+#define HPD_OOM_WINDOW_MS	3000	/* an end this soon after a kill is the kill's */
+void hpd_oom_watch(struct hpd_session *s, unsigned pressure_pct);
+void hpd_oom_unwatch(struct hpd_session *s);
+/* At the session's end: was it the OOM killer's? 1 with the header line in note. */
+int hpd_oom_victim(struct hpd_session *s, char *note, size_t len);
+void hpd_pressure_tick(struct hpd_session *s, uint64_t now);
+
 /* Add what the last dump wrote to a reply or event: files=.pb.gz,.txt...
  * and, when some were left out, left_out=... left_why=... */
 void hpd_put_dump(const struct hpd_session *s, char *msg, size_t len);
@@ -403,10 +434,6 @@ void hpd_sessions_reap(void);
 extern int hpd_backlog;		/* a drain left records behind: tick again now */
 
 /* ---- loop.c: the event loop ---- */
-struct hpd_watch {
-	void (*fn)(struct hpd_watch *w, uint32_t events);
-	int fd;
-};
 int hpd_loop_init(void);
 int hpd_loop_add(int fd, uint32_t events, struct hpd_watch *w);
 void hpd_loop_del(int fd);

@@ -155,6 +155,7 @@ struct rec_opts {
 	const char *heaps;
 	unsigned formats;	/* --format: a set of formats.h's; 0: the daemon's default */
 	char exports[1100];	/* --export KIND=URL ..., space-separated */
+	unsigned pressure;	/* --dump-on-pressure PCT */
 };
 const char *out_opt(const char *arg);
 void check_output(const char *prefix);

@@ -21,7 +21,9 @@ static void usage(FILE *f)
 "                        .svg, .folded, .txt when it exits (default out/NAME);\n"
 "                        with --continuous-dump also PREFIX.timeline.svg;\n"
 "                        --format LIST (pprof,folded,text,svg,otlp) the files,\n"
-"                        --export otlp=URL | pyroscope=URL also sends each dump\n"
+"                        --export otlp=URL | pyroscope=URL also sends each dump;\n"
+"                        --dump-on-pressure PCT dumps past PCT%% of its cgroup's\n"
+"                        memory.max; killed by the OOM killer: PREFIX.oom.*\n"
 "  attach PID [-d SECS] [-o PREFIX] [-i BYTES]\n"
 "                        profile a running process until SECS or Ctrl-C; one\n"
 "                        started without the client has it loaded (ptrace)\n"
@@ -85,6 +87,7 @@ static int run(int argc, char **argv)
 		{ "heaps", required_argument, NULL, 'H' },
 		{ "format", required_argument, NULL, 'f' },
 		{ "export", required_argument, NULL, 'E' },
+		{ "dump-on-pressure", required_argument, NULL, 'P' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
@@ -137,6 +140,7 @@ static int run(int argc, char **argv)
 		case 'H': o.heaps = optarg; break;
 		case 'f': format_opt(&o, optarg); break;
 		case 'E': export_opt(&o, optarg); break;
+		case 'P': o.pressure = (unsigned)num_opt("--dump-on-pressure (%)", optarg, 1, 100); break;
 		case 'v': verbose++; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;

@@ -281,6 +281,8 @@ int do_record(struct rec_opts *o, char **cmd)
 		hpc_putu(req, sizeof(req), "formats", o->formats);
 	if (o->exports[0])
 		hpc_put(req, sizeof(req), "export", o->exports);
+	if (o->pressure)
+		hpc_putu(req, sizeof(req), "pressure", o->pressure);
 	hpc_put(req, sizeof(req), "prefix", prefix);
 	if ((rc = request(&d, req, rep, sizeof(rep))) != 0) {
 		char msg[800];

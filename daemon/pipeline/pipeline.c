@@ -150,6 +150,7 @@ struct hp_proc {
 	char comm[64];
 	char *exe, *cmdline;		/* for the formats that name the process; may be NULL */
 	hp_dump_sink_fn sink;		/* the dumping thread's: where dumps go besides files */
+	char kind[16];			/* the dumping thread's: what the next dumps are */
 	void *sink_arg;
 	unsigned flags;
 	pthread_mutex_t lock;		/* totals, note */
@@ -1223,6 +1224,11 @@ void hp_proc_set_sink(struct hp_proc *pr, hp_dump_sink_fn fn, void *arg)
 	pr->sink_arg = arg;
 }
 
+void hp_proc_set_dump_kind(struct hp_proc *pr, const char *kind)
+{
+	snprintf(pr->kind, sizeof(pr->kind), "%s", kind ? kind : "");
+}
+
 void hp_proc_sync(struct hp_proc *pr)
 {
 	struct waiter w = { 0 };
@@ -1237,7 +1243,7 @@ static int write_prof(struct hp_proc *pr, const struct hp_prof *prof, const char
 {
 	struct hp_prof_who who = {
 		.pid = pr->pid, .comm = pr->comm, .exe = pr->exe, .cmdline = pr->cmdline,
-		.kind = mid[0] == '.' ? mid + 1 : mid,
+		.kind = mid[0] == '.' ? mid + 1 : pr->kind,
 	};
 	struct hp_format_args a = { .metric = hp_prof_metric(prof), .title = title, .who = &who };
 	int rc = 0;

@@ -162,6 +162,10 @@ struct hp_format_args;
 typedef void (*hp_dump_sink_fn)(void *arg, const struct hp_prof *prof,
 				const struct hp_format_args *a, int files_rc);
 void hp_proc_set_sink(struct hp_proc *pr, hp_dump_sink_fn fn, void *arg);
+/* What the next dumps' "now" profiles are, for the formats that say so
+ * (OTLP's heapprofd.dump attribute): "oom", "pressure"; NULL or "": a
+ * plain dump. The dumping thread's, like hp_proc_dump. */
+void hp_proc_set_dump_kind(struct hp_proc *pr, const char *kind);
 
 /* Wait until every record fed so far is accounted (tests, fuzzing). */
 void hp_proc_sync(struct hp_proc *pr);
