@@ -145,6 +145,7 @@ int hp_report_main(int argc, char **argv)
 		   *extra = NULL, *heap = NULL;
 	struct hp_render_opts ro = { .metric = -1 };
 	const struct hp_format *fmt = NULL;
+	int converting = 0;
 	int top = 20, folded = 0, i, rc = 0, top_set = 0, nin = 0;
 	char **in = calloc((size_t)argc + 1, sizeof(*in));
 	struct hp_prof a, b, d, *show = &a;
@@ -176,6 +177,7 @@ int hp_report_main(int argc, char **argv)
 			free(in);
 			return fflush(stdout) ? 1 : 0;
 		} else if (!strcmp(argv[i], "--format") && i + 1 < argc) {
+			converting = 1;	/* the file is the output: no tables */
 			fmt = hp_format_by_name(argv[++i]);
 			if (!fmt) {
 				hp_formats_names(~0U, ", ", why, sizeof(why));
@@ -314,7 +316,7 @@ int hp_report_main(int argc, char **argv)
 			rc = 1;
 		}
 	}
-	if (!rc) {
+	if (!rc && !converting) {
 		errno = 0;
 		if (folded)
 			rc = hp_folded_write_opts(show, &ro, stdout) ? 1 : 0;
