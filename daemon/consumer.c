@@ -712,7 +712,12 @@ static int feed_kernel_buf(struct hpd_session *s, const uint8_t *b, size_t n)
 			    (h.len & HEAPPROFD_REC_LEN_MASK) <= len)
 				len = h.len & HEAPPROFD_REC_LEN_MASK;
 		}
-		if (hp_proc_feed_kernel(s->proc, b + off, len, why, sizeof(why)) < 0) {
+		/* The OOM killer chose the process (kmod/oom.c): for the daemon, not the books. */
+		if (len == sizeof(struct heapprofd_rec_oom) && h.type == HEAPPROFD_REC_OOM &&
+		    (h.len & HEAPPROFD_REC_LEN_MASK) == len) {
+			hpd_oom_chosen(s);
+			s->krecords++;
+		} else if (hp_proc_feed_kernel(s->proc, b + off, len, why, sizeof(why)) < 0) {
 			s->kbad++;
 			if (!s->kbad_logged) {
 				s->kbad_logged = 1;

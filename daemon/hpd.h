@@ -364,6 +364,7 @@ struct hpd_session {
 		char cg[512];		/* /sys/fs/cgroup/...; "": none */
 		long long kills;	/* oom_kill as last read */
 		int rose;		/* it rose while the process was profiled */
+		int by_module;		/* the module said the OOM killer chose it */
 		uint64_t at_ms;		/* when it was seen to rise */
 		long long max, current, peak;	/* then (-1 unknown, -2 "max") */
 		unsigned pressure_pct;	/* --dump-on-pressure; 0: none */
@@ -415,6 +416,8 @@ int hpd_session_dump_as(struct hpd_session *s, unsigned which, const char *suffi
 #define HPD_OOM_WINDOW_MS	3000	/* an end this soon after a kill is the kill's */
 void hpd_oom_watch(struct hpd_session *s, unsigned pressure_pct);
 void hpd_oom_unwatch(struct hpd_session *s);
+/* The module's HEAPPROFD_REC_OOM for this session's process. */
+void hpd_oom_chosen(struct hpd_session *s);
 /* At the session's end: was it the OOM killer's? 1 with the header line in note. */
 int hpd_oom_victim(struct hpd_session *s, char *note, size_t len);
 void hpd_pressure_tick(struct hpd_session *s, uint64_t now);

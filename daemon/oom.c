@@ -15,6 +15,10 @@
  *     usage climbs past PCT% of the limit (again once it fell 5 points
  *     below).
  *
+ * With the module, its HEAPPROFD_REC_OOM record (the kernel's
+ * oom:mark_victim event, kmod/oom.c) says it for sure, for a process in
+ * any cgroup or none.
+ *
  * The cgroup is the process's own (/proc/PID/cgroup, read through the
  * session's /proc fd where it has one); what is read there is numbers
  * only, parsed strictly. No cgroup v2 or no memory controller: nothing is
@@ -176,26 +180,41 @@ static void size_words(char *buf, size_t len, long long v)
 		snprintf(buf, len, "%lld", v);
 }
 
+void hpd_oom_chosen(struct hpd_session *s)
+{
+	hpd_log(HPD_INFO, "pid %d: chosen by the OOM killer (the module's oom:mark_victim)",
+		(int)s->pid);
+	s->oom.by_module = 1;
+	if (s->oom.cg[0])
+		snapshot(s, s->oom.w.fd >= 0 ? events_count(s->oom.w.fd, "oom_kill") : -1);
+	s->oom.at_ms = hpd_now_ms();
+}
+
 int hpd_oom_victim(struct hpd_session *s, char *note, size_t len)
 {
-	char mx[24], cur[24], pk[24];
+	char mx[24], cur[24], pk[24], cg[600] = "";
 	long long k;
 
-	if (s->oom.w.fd < 0)
-		return 0;
 	/* The notification may come after the hang-up: look again now. */
-	k = events_count(s->oom.w.fd, "oom_kill");
-	if (k > s->oom.kills) {
+	k = s->oom.w.fd >= 0 ? events_count(s->oom.w.fd, "oom_kill") : -1;
+	if (k > s->oom.kills && !s->oom.by_module) {
 		snapshot(s, k);
 		s->oom.rose = 1;
 	}
-	if (!s->oom.rose || hpd_now_ms() - s->oom.at_ms > HPD_OOM_WINDOW_MS)
+	/* The module said so; else a rise of the count just before the end. */
+	if (!s->oom.by_module &&
+	    (!s->oom.rose || hpd_now_ms() - s->oom.at_ms > HPD_OOM_WINDOW_MS))
 		return 0;
-	size_words(mx, sizeof(mx), s->oom.max);
-	size_words(cur, sizeof(cur), s->oom.current);
-	size_words(pk, sizeof(pk), s->oom.peak);
-	snprintf(note, len, "OOM: killed by the OOM killer (cgroup %s: memory.max %s bytes, memory.current %s, memory.peak %s, oom_kill %lld); the heap as it stood then",
-		 s->oom.cg + sizeof(CGROUP_ROOT) - 1, mx, cur, pk, s->oom.kills);
+	if (s->oom.cg[0]) {
+		size_words(mx, sizeof(mx), s->oom.max);
+		size_words(cur, sizeof(cur), s->oom.current);
+		size_words(pk, sizeof(pk), s->oom.peak);
+		snprintf(cg, sizeof(cg), "; cgroup %s: memory.max %s bytes, memory.current %s, memory.peak %s, oom_kill %lld",
+			 s->oom.cg + sizeof(CGROUP_ROOT) - 1, mx, cur, pk, s->oom.kills);
+	}
+	snprintf(note, len, "OOM: killed by the OOM killer (seen by %s%s); the heap as it stood then",
+		 s->oom.by_module ? "the module's oom:mark_victim" : "the cgroup's oom_kill count",
+		 cg);
 	return 1;
 }
 
