@@ -60,9 +60,13 @@ static void export_opt(struct rec_opts *o, const char *arg)
 {
 	size_t n = strlen(o->exports);
 
-	if (!strchr(arg, '=') || strpbrk(arg, " \t\n") ||
-	    (strncmp(arg, "otlp=", 5) && strncmp(arg, "pyroscope=", 10)))
+	const char *url = strchr(arg, '=');
+
+	if (!url || (strncmp(arg, "otlp=", 5) && strncmp(arg, "pyroscope=", 10)))
 		die("--export %s: say what to send and where: otlp=URL or pyroscope=URL", arg);
+	if ((strncmp(url + 1, "http://", 7) && strncmp(url + 1, "https://", 8)) ||
+	    strpbrk(url, " \t\n\r"))
+		die("--export %s: the URL must start with http:// or https:// and hold no space", arg);
 	if (n + strlen(arg) + 2 > sizeof(o->exports))
 		die("--export: too many or too long");
 	snprintf(o->exports + n, sizeof(o->exports) - n, "%s%s", n ? " " : "", arg);
