@@ -101,6 +101,7 @@ struct hpd_session *hpd_session_new(enum hpd_transport t, pid_t pid, const char 
 	s->conn_fd = s->wake_fd = s->ring_fd = -1;
 	s->maps_fd = s->mem_fd = s->exe_fd = -1;
 	s->pidfd = s->proc_fd = -1;
+	s->oom.w.fd = -1;	/* its cgroup: not watched until enabled (oom.c) */
 	s->uid = (uid_t)-1;	/* until the transport learns it */
 	s->next = hpd_sessions;
 	hpd_sessions = s;

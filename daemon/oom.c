@@ -142,7 +142,7 @@ void hpd_oom_watch(struct hpd_session *s, unsigned pressure_pct)
 {
 	char path[sizeof(s->oom.cg) + 32];
 
-	s->oom.w.fd = -1;
+	hpd_oom_unwatch(s);	/* an image before an exec had its own */
 	s->oom.pressure_pct = pressure_pct;
 	s->oom.armed = 1;
 	if (find_cgroup(s, s->oom.cg, sizeof(s->oom.cg)))
