@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "formats.h"
 #include "internal.h"
 
 enum job_kind {
@@ -154,6 +155,10 @@ struct hp_proc {
 	pid_t pid;
 	uint64_t session_id;
 	char comm[64];
+	char *exe, *cmdline;		/* for the formats that name the process; may be NULL */
+	hp_dump_sink_fn sink;		/* the dumping thread's: where dumps go besides files */
+	char kind[16];			/* the dumping thread's: what the next dumps are */
+	void *sink_arg;
 	unsigned flags;
 	pthread_mutex_t lock;		/* totals, note */
 	struct heapprofd_counters totals;
@@ -306,6 +311,8 @@ static void proc_put(struct hp_proc *pr)
 	free(pr->unw);
 	free(pr->reloads_w);
 	free(pr->unw_mem_w);
+	free(pr->exe);
+	free(pr->cmdline);
 	free(pr);
 }
 
@@ -827,6 +834,8 @@ struct hp_proc *hp_proc_new(struct hp_pipeline *p, const struct hp_proc_info *in
 	for (char *c = pr->comm; *c; c++)
 		if ((unsigned char)*c < 0x20)
 			*c = '?';
+	pr->exe = info->exe ? strdup(info->exe) : NULL;
+	pr->cmdline = info->cmdline ? strdup(info->cmdline) : NULL;
 	clock_gettime(CLOCK_REALTIME, &pr->start);
 	pthread_mutex_init(&pr->lock, NULL);
 	pthread_mutex_init(&pr->ev_lock, NULL);
@@ -875,6 +884,8 @@ struct hp_proc *hp_proc_new(struct hp_pipeline *p, const struct hp_proc_info *in
 		free(pr->unw);
 		free(pr->reloads_w);
 		free(pr->unw_mem_w);
+		free(pr->exe);
+		free(pr->cmdline);
 		free(pr);
 		return NULL;
 	}
@@ -1306,6 +1317,17 @@ static int round_trip(struct hp_proc *pr, enum job_kind kind, struct waiter *w)
 	return 0;
 }
 
+void hp_proc_set_sink(struct hp_proc *pr, hp_dump_sink_fn fn, void *arg)
+{
+	pr->sink = fn;
+	pr->sink_arg = arg;
+}
+
+void hp_proc_set_dump_kind(struct hp_proc *pr, const char *kind)
+{
+	snprintf(pr->kind, sizeof(pr->kind), "%s", kind ? kind : "");
+}
+
 void hp_proc_sync(struct hp_proc *pr)
 {
 	struct waiter w = { 0 };
@@ -1313,86 +1335,24 @@ void hp_proc_sync(struct hp_proc *pr)
 	round_trip(pr, J_SYNC, &w);
 }
 
-/*
- * The files of one profile, all or none (outfile.h): each written to a
- * temporary file, then every one renamed into place. A full disk or a
- * planted link leaves the previous profile and no partial one.
- *
- * Under a limit (lim, may be NULL) the formats are written in this order,
- * pprof first: the first must fit or the profile fails with the limit's
- * reason; a later one that would pass the limit is left out (named in
- * lim->left_out) and the next are still tried.
- */
-static int write_one(const struct hp_prof *prof, const char *prefix, const char *mid,
-		     unsigned formats, const char *title, struct hp_out_limit *lim,
-		     char *why, size_t whylen)
+/* One profile's files (formats.h), then to the process's sink if it has one. */
+static int write_prof(struct hp_proc *pr, const struct hp_prof *prof, const char *prefix,
+		      const char *mid, unsigned formats, const char *title,
+		      struct hp_out_limit *lim, char *why, size_t whylen)
 {
-	static const struct { unsigned fmt; const char *ext; } kinds[] = {
-		{ HP_OUT_PPROF, ".pb.gz" }, { HP_OUT_FOLDED, ".folded" },
-		{ HP_OUT_TEXT, ".txt" }, { HP_OUT_SVG, ".svg" },
+	struct hp_prof_who who = {
+		.pid = pr->pid, .comm = pr->comm, .exe = pr->exe, .cmdline = pr->cmdline,
+		.kind = mid[0] == '.' ? mid + 1 : pr->kind,
 	};
-	struct hp_out *o;
-	char path[HP_OUT_PATH_MAX + 64];
-	int rc = 0, metric = hp_prof_metric(prof);
-	size_t n = 0, k, bad = 0;
+	struct hp_format_args a = { .metric = hp_prof_metric(prof), .title = title, .who = &who };
+	int rc = 0;
 
-	o = calloc(sizeof(kinds) / sizeof(kinds[0]), sizeof(*o));
-	if (!o) {
-		snprintf(why, whylen, "out of memory");
-		return -ENOMEM;
-	}
-	for (k = 0; k < sizeof(kinds) / sizeof(kinds[0]) && !rc; k++) {
-		FILE *f;
-
-		if (!(formats & kinds[k].fmt))
-			continue;
-		if (snprintf(path, sizeof(path), "%s%s%s", prefix, mid, kinds[k].ext) >=
-		    HP_OUT_PATH_MAX) {
-			snprintf(why, whylen, "%s%s%s: %s", prefix, mid, kinds[k].ext,
-				 strerror(ENAMETOOLONG));
-			rc = -ENAMETOOLONG;
-			break;
-		}
-		rc = hp_out_open(&o[n], path, 0644);
-		bad = n++;
-		if (rc)
-			break;
-		if (lim)
-			hp_out_set_limit(&o[bad], lim);
-		switch (kinds[k].fmt) {
-		case HP_OUT_PPROF:
-			rc = hp_pprof_write_out(prof, &o[bad]);
-			break;
-		case HP_OUT_FOLDED:
-			rc = hp_write_out(&o[bad], hp_folded_write, prof, metric);
-			break;
-		case HP_OUT_TEXT:
-			rc = hp_write_out(&o[bad], hp_text_write, prof, 0);
-			break;
-		default:
-			f = hp_out_stdio(&o[bad]);
-			if (f && (hp_svg_write(prof, metric, title, f) || fflush(f)))
-				hp_out_fail(&o[bad], EIO, "writing");
-			rc = o[bad].err ? -o[bad].err : 0;
-			break;
-		}
-		if (rc && o[bad].over && bad > 0) {
-			/* Past the limit: this one is left out, the next may fit. */
-			lim->left_out |= kinds[k].fmt;
-			hp_out_abort(&o[bad]);
-			n = bad;
-			rc = 0;
-		}
-	}
-	if (!rc)
-		rc = hp_out_commit_all(o, n, &bad);
-	if (rc) {
-		if (o[bad].why[0])
-			snprintf(why, whylen, "%s", o[bad].why);
-		for (k = 0; k < n; k++)
-			hp_out_abort(&o[k]);
-	}
-	free(o);
+	if (formats & ~HP_OUT_NOSYMS)
+		rc = hp_formats_write(prof, prefix, mid, formats & ~HP_OUT_NOSYMS, &a, lim, why,
+				      whylen);
+	/* Sent whether or not the files could be written: each is a copy. */
+	if (pr->sink)
+		pr->sink(pr->sink_arg, prof, &a, rc);
 	return rc;
 }
 
@@ -1470,13 +1430,13 @@ int hp_proc_dump_limited(struct hp_proc *pr, const char *path_prefix, unsigned f
 	name_locations(pr, &w, final);
 	snprintf(title, sizeof(title), "%s (pid %d)", pr->comm, (int)pr->pid);
 	if (which & HP_DUMP_NOW)
-		rc = write_one(&w.now, path_prefix, "", formats, title, lim, whybuf,
-			       sizeof(whybuf));
+		rc = write_prof(pr, &w.now, path_prefix, "", formats, title, lim, whybuf,
+				sizeof(whybuf));
 	if (!rc && (which & HP_DUMP_PEAK)) {
 		snprintf(title, sizeof(title), "%s (pid %d): at its in-use peak", pr->comm,
 			 (int)pr->pid);
-		rc = write_one(&w.peak, path_prefix, which & HP_DUMP_NOW ? ".peak" : "",
-			       formats, title, lim, whybuf, sizeof(whybuf));
+		rc = write_prof(pr, &w.peak, path_prefix, which & HP_DUMP_NOW ? ".peak" : "",
+				formats, title, lim, whybuf, sizeof(whybuf));
 	}
 	if (rc && why)
 		snprintf(why, whylen, "%s", whybuf);

@@ -303,6 +303,7 @@ enum heapprofd_rec_type {
 	HEAPPROFD_REC_KERNEL_FIRST = 0x100,
 	HEAPPROFD_REC_KLOST	= 0x100,	/* struct heapprofd_rec_klost */
 	HEAPPROFD_REC_DMABUF	= 0x101,	/* struct heapprofd_rec_dmabuf */
+	HEAPPROFD_REC_OOM	= 0x102,	/* struct heapprofd_rec_oom */
 };
 
 /*
@@ -580,6 +581,17 @@ struct heapprofd_rec_klost {
 	struct heapprofd_rec_hdr hdr;
 	__u64 records;		/* kernel records dropped since the last KLOST */
 	__u64 bytes;		/* est_size of the dropped ALLOC records */
+};
+
+/*
+ * The OOM killer chose the session's process (the kernel's oom:mark_victim
+ * event, seen by the module): queued for the session as soon as it is
+ * chosen, before the process is gone. Nothing follows from the process.
+ */
+struct heapprofd_rec_oom {
+	struct heapprofd_rec_hdr hdr;
+	__u32 pid;		/* the victim, in the module's (initial) pid namespace */
+	__u32 uid;		/* its uid, as the event gives it */
 };
 
 struct heapprofd_rec_dmabuf {

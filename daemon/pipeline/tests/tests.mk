@@ -4,7 +4,7 @@
 PL_TSRC    := $(PL_DIR)/tests
 PL_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 PL_TSAN    := -fsanitize=thread
-PL_LIBSRC  := $(PL_NAMES:%=$(PL_DIR)/%.c) $(PL_GEN)/profile.pb-c.c
+PL_LIBSRC  := $(PL_NAMES:%=$(PL_DIR)/%.c) $(PL_GEN)/profile.pb-c.c $(PL_OTEL_C)
 PL_TDEPS   := $(PL_LIBSRC) $(PL_HDRS) $(wildcard $(PL_TSRC)/*.[ch])
 # The call chains are built without sanitizers: O0 with frame pointers, O2
 # without (only DWARF unwinds those).
