@@ -2,7 +2,8 @@
 /*
  * Internal declarations shared by the files of libheapprofd_client. Nothing
  * here is exported: the library is built with -fvisibility=hidden and only
- * the malloc family and the public heapprofd_* API carry default visibility.
+ * the malloc family, the exec family, pthread_getattr_np and the
+ * heapprofd_* functions and variables (HP_EXPORT) carry default visibility.
  */
 #ifndef HP_INTERNAL_H
 #define HP_INTERNAL_H
