@@ -15,7 +15,7 @@ static void usage(FILE *f)
 "usage: heapprofctl COMMAND [options]\n"
 "  record [-i BYTES] [-o PREFIX] [--dump-at-max] [--continuous-dump MS]\n"
 "         [--follow-forks] [--no-block] [--heaps NAME,...] [--name NAME | --all]\n"
-"         [-d SECS]\n"
+"         [-d SECS] [--stack-cap BYTES] [--top N]\n"
 "         [-- COMMAND ARGS...]\n"
 "                        run COMMAND under the profiler; write PREFIX.pb.gz,\n"
 "                        .svg, .folded, .txt when it exits (default out/NAME);\n"
