@@ -24,9 +24,12 @@ for i in 1 4096 32768; do
 	for s in acc_small acc_medium acc_large acc_odd; do
 		ta=$(awk -v s=$s '$2==s {print $4}' "$B/truth.txt")
 		tu=$(awk -v s=$s '$2==s {print $6}' "$B/truth.txt")
-		# sum the table rows whose call site is this function
+		# sum the rows of the call-site table (not the functions table
+		# that follows it) whose call site is this function
 		awk -v s=$s -v ta=$ta -v tu=$tu -v i=$i '
-			$6==s { a+=$3; u+=$1 }
+			/^call sites/ { t = 1; next }
+			/^$/ { t = 0 }
+			t && $6==s { a+=$3; u+=$1 }
 			END { ea = ta ? 100*(a-ta)/ta : 0; eu = tu ? 100*(u-tu)/tu : 0;
 			      printf "| %s | %s | %d | %d | %+.2f%% | %d | %d | %+.2f%% |\n", i, s, ta, a, ea, tu, u, eu }' \
 			"$B/acc-$i.txt"

@@ -249,6 +249,15 @@ static const struct hp_mapping *lookup_map(struct uctx *c, uint64_t addr)
 		if (!reload_maps(c->u))
 			m = hp_maps_find(&c->u->maps, addr);
 	}
+	/*
+	 * Still outside every mapping (no reread allowed yet, or the reread
+	 * did not know it either): the snapshot may be older than the sample
+	 * (a library dlopen'ed since), so this unwind must not be remembered:
+	 * the memo would give its nameless frame to every later sample of
+	 * that call path, after a reread too.
+	 */
+	if (!m)
+		untraceable(c);
 	return m;
 }
 
