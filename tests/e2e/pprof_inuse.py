@@ -90,6 +90,5 @@ def inuse(path):
     return t + d, total, peak
 
 
-if __name__ == '__main__':
-    for p in sys.argv[1:]:
-        print('%s %d %d %d' % ((p,) + inuse(p)))
+for p in sys.argv[1:]:
+    print('%s %d %d %d' % ((p,) + inuse(p)))
