@@ -26,6 +26,7 @@
 
 #include "hpd.h"
 #include "../proto/ctlproto.h"
+#include "pipeline/formats.h"
 #include "pipeline/outfile.h"
 
 struct hpd_session *hpd_sessions;
@@ -100,6 +101,7 @@ struct hpd_session *hpd_session_new(enum hpd_transport t, pid_t pid, const char 
 	s->conn_fd = s->wake_fd = s->ring_fd = -1;
 	s->maps_fd = s->mem_fd = s->exe_fd = -1;
 	s->pidfd = s->proc_fd = -1;
+	s->oom.w.fd = -1;	/* its cgroup: not watched until enabled (oom.c) */
 	s->uid = (uid_t)-1;	/* until the transport learns it */
 	s->next = hpd_sessions;
 	hpd_sessions = s;
@@ -207,7 +209,8 @@ static void write_config(struct hpd_session *s, const struct hpd_rule *r, int en
 		/* The stall bound: only a daemon that read nothing for this
 		 * long ends a client's wait, and its profiling (uapi). */
 		cfg->block_timeout_us = 10000000;
-		cfg->consumer_caps = HEAPPROFD_CAP_STACK_DELTA;	/* pipeline/reuse.c */
+		cfg->consumer_caps = HEAPPROFD_CAP_STACK_DELTA |	/* pipeline/reuse.c */
+				     HEAPPROFD_CAP_PYFRAMES;	/* pipeline/python.c */
 		memcpy(cfg->heaps_off, s->heaps_off, sizeof(cfg->heaps_off));
 	}
 	cfg->enabled = enabled;
@@ -342,8 +345,69 @@ static void child_prefix(struct hpd_session *s, struct hpd_rule *r)
 }
 
 /* Start profiling: config, pipeline process, where the dumps go. */
+/*
+ * The process's executable and command line, for the formats that name
+ * the process (OTLP's resource): what it says about itself, so only text
+ * (made printable by the formats that need it), never trusted.
+ */
+static void read_ident(const struct hpd_session *s, char *exe, size_t elen, char *cmd,
+		       size_t clen)
+{
+	char path[64];
+	ssize_t n;
+	int fd;
+
+	exe[0] = cmd[0] = 0;
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)s->pid);
+	n = s->proc_fd >= 0 ? readlinkat(s->proc_fd, "exe", exe, elen - 1) :
+	    readlink(path, exe, elen - 1);
+	exe[n > 0 ? n : 0] = 0;
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)s->pid);
+	fd = s->proc_fd >= 0 ? openat(s->proc_fd, "cmdline", O_RDONLY | O_CLOEXEC) :
+	     open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	n = read(fd, cmd, clen - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	/* Arguments end in NUL: joined by spaces, the last one's dropped. */
+	while (n > 0 && cmd[n - 1] == 0)
+		n--;
+	for (ssize_t i = 0; i < n; i++)
+		if (cmd[i] == 0)
+			cmd[i] = ' ';
+	cmd[n] = 0;
+}
+
+/* The rule's destinations, else the daemon's; the pipeline's sink if any. */
+static void setup_exports(struct hpd_session *s, const struct hpd_rule *r)
+{
+	char why[300];
+
+	memset(&s->exp.targets, 0, sizeof(s->exp.targets));
+	if (r && r->exports[0]) {
+		if (hpd_export_parse(r->exports, &s->exp.targets, why, sizeof(why))) {
+			hpd_log(HPD_WARN, "pid %d: no exports: %s", (int)s->pid, why);
+			memset(&s->exp.targets, 0, sizeof(s->exp.targets));
+		}
+	} else {
+		s->exp.targets = *hpd_export_default();
+	}
+	if (!s->exp.targets.n)
+		return;
+	if (!s->exp.acct)
+		s->exp.acct = hpd_export_acct_new();
+	if (hpd_export_start() == 0)
+		hp_proc_set_sink(s->proc, hpd_export_sink, &s->exp);
+	else
+		hpd_log(HPD_WARN, "pid %d: its dumps are written but not sent (the sender did not start)",
+			(int)s->pid);
+}
+
 int hpd_session_enable(struct hpd_session *s, struct hpd_rule *r)
 {
+	char exe[512], cmdline[1024];
 	struct hp_proc_info info;
 
 	if (hpd_opts.test_enable_delay_ms)
@@ -361,13 +425,17 @@ int hpd_session_enable(struct hpd_session *s, struct hpd_rule *r)
 		info.proc_fd = fcntl(s->proc_fd, F_DUPFD_CLOEXEC, 0);
 	}
 	info.flags = r && r->dump_at_max ? HP_PROC_DUMP_AT_MAX : 0;
+	read_ident(s, exe, sizeof(exe), cmdline, sizeof(cmdline));
+	info.exe = exe[0] ? exe : NULL;
+	info.cmdline = cmdline[0] ? cmdline : NULL;
 	s->proc = hp_proc_new(hpd_pipe, &info);
 	if (!s->proc)
 		return -ENOMEM;
+	setup_exports(s, r);
+	hpd_oom_watch(s, r ? r->pressure_pct : 0);
 	s->maps_fd = s->mem_fd = s->exe_fd = -1;	/* the pipeline owns them */
 	s->rule = r;
-	s->formats = r && r->formats ? r->formats :
-		HP_OUT_PPROF | HP_OUT_FOLDED | HP_OUT_SVG | HP_OUT_TEXT;
+	s->formats = r && r->formats ? r->formats : hp_formats_with(HP_FMT_DEFAULT);
 	if (r && r->prefix[0]) {
 		if (r->pid == s->pid)
 			take_main_prefix(s, r);
@@ -646,7 +714,12 @@ static int feed_kernel_buf(struct hpd_session *s, const uint8_t *b, size_t n)
 			    (h.len & HEAPPROFD_REC_LEN_MASK) <= len)
 				len = h.len & HEAPPROFD_REC_LEN_MASK;
 		}
-		if (hp_proc_feed_kernel(s->proc, b + off, len, why, sizeof(why)) < 0) {
+		/* The OOM killer chose the process (kmod/oom.c): for the daemon, not the books. */
+		if (len == sizeof(struct heapprofd_rec_oom) && h.type == HEAPPROFD_REC_OOM &&
+		    (h.len & HEAPPROFD_REC_LEN_MASK) == len) {
+			hpd_oom_chosen(s);
+			s->krecords++;
+		} else if (hp_proc_feed_kernel(s->proc, b + off, len, why, sizeof(why)) < 0) {
 			s->kbad++;
 			if (!s->kbad_logged) {
 				s->kbad_logged = 1;
@@ -725,21 +798,6 @@ static void copy_totals(struct hpd_session *s)
 	hp_proc_set_totals(s->proc, &c);
 }
 
-/* "svg, folded" */
-static void format_names(unsigned f, char *buf, size_t len)
-{
-	static const struct { unsigned f; const char *name; } n[] = {
-		{ HP_OUT_PPROF, "pprof" }, { HP_OUT_FOLDED, "folded" },
-		{ HP_OUT_TEXT, "text" }, { HP_OUT_SVG, "SVG" },
-	};
-	size_t o = 0;
-
-	buf[0] = 0;
-	for (size_t i = 0; i < sizeof(n) / sizeof(n[0]) && o < len; i++)
-		if (f & n[i].f)
-			o += snprintf(buf + o, len - o, "%s%s", o ? ", " : "", n[i].name);
-}
-
 /*
  * What the dump to prefix wrote, for heapprofctl (hpd_put_dump): the files
  * of the formats it has (none of one the output budget left out, whose
@@ -749,27 +807,24 @@ static void format_names(unsigned f, char *buf, size_t len)
 static void note_written(struct hpd_session *s, const char *prefix, int rc,
 			 const struct hp_out_limit *lim)
 {
-	static const struct { unsigned f; const char *ext; } files[] = {
-		{ HP_OUT_PPROF, ".pb.gz" }, { HP_OUT_SVG, ".svg" },
-		{ HP_OUT_FOLDED, ".folded" }, { HP_OUT_TEXT, ".txt" },
-	};
 	unsigned left = lim ? lim->left_out : 0;
 	size_t o = 0, l = 0;
 
 	s->dump_files[0] = s->dump_left[0] = 0;
-	for (size_t i = 0; rc == 0 && i < sizeof(files) / sizeof(files[0]); i++) {
+	for (size_t i = 0; rc == 0 && hp_formats[i]; i++) {
+		const struct hp_format *f = hp_formats[i];
 		char path[sizeof(s->prefix) + 80];
 		struct stat st;
 
-		if (!(s->formats & files[i].f))
+		if (!(s->formats & hp_format_bit(f)))
 			continue;
-		snprintf(path, sizeof(path), "%s%s", prefix, files[i].ext);
-		if (left & files[i].f)
+		snprintf(path, sizeof(path), "%s%s", prefix, f->ext);
+		if (left & hp_format_bit(f))
 			l += snprintf(s->dump_left + l, sizeof(s->dump_left) - l, "%s%s", l ? "," : "",
-				      files[i].ext);
+				      f->ext);
 		else if (!stat(path, &st))
 			o += snprintf(s->dump_files + o, sizeof(s->dump_files) - o, "%s%s",
-				      o ? "," : "", files[i].ext);
+				      o ? "," : "", f->ext);
 	}
 	snprintf(s->dump_left_why, sizeof(s->dump_left_why), "%s", left ? lim->why : "");
 }
@@ -783,7 +838,8 @@ void hpd_put_dump(const struct hpd_session *s, char *msg, size_t len)
 	}
 }
 
-int hpd_session_dump(struct hpd_session *s, unsigned which, char *path, size_t pathlen)
+static int dump_to(struct hpd_session *s, unsigned which, const char *suffix, char *path,
+		   size_t pathlen)
 {
 	char prefix[640], dflt[sizeof(s->prefix)];
 	struct hp_out_limit lim;
@@ -792,7 +848,9 @@ int hpd_session_dump(struct hpd_session *s, unsigned which, char *path, size_t p
 	if (!s->proc)
 		return -ENOENT;
 	copy_totals(s);
-	if (which == HP_DUMP_NOW && s->continuous_ms && !s->ending)
+	if (suffix)
+		snprintf(prefix, sizeof(prefix), "%s%s", s->prefix, suffix);
+	else if (which == HP_DUMP_NOW && s->continuous_ms && !s->ending)
 		snprintf(prefix, sizeof(prefix), "%s.%04u", s->prefix, ++s->dumps);
 	else
 		snprintf(prefix, sizeof(prefix), "%s", s->prefix);
@@ -818,7 +876,7 @@ int hpd_session_dump(struct hpd_session *s, unsigned which, char *path, size_t p
 		} else if (bounded && lim.left_out) {
 			char f[64];
 
-			format_names(lim.left_out, f, sizeof(f));
+			hp_formats_names(lim.left_out, ", ", f, sizeof(f));
 			hpd_log(HPD_WARN, "pid %d (uid %d): wrote %s.* without its %s: %s", (int)s->pid,
 				(int)s->uid, prefix, f, lim.why);
 		} else {
@@ -831,12 +889,33 @@ int hpd_session_dump(struct hpd_session *s, unsigned which, char *path, size_t p
 	return rc;
 }
 
+int hpd_session_dump(struct hpd_session *s, unsigned which, char *path, size_t pathlen)
+{
+	return dump_to(s, which, NULL, path, pathlen);
+}
+
+int hpd_session_dump_as(struct hpd_session *s, unsigned which, const char *suffix,
+			const char *kind, const char *note)
+{
+	int rc;
+
+	if (!s->proc)
+		return -ENOENT;
+	hp_proc_set_dump_kind(s->proc, kind);
+	hp_proc_note(s->proc, note);
+	rc = dump_to(s, which, suffix, NULL, 0);
+	hp_proc_note(s->proc, NULL);
+	hp_proc_set_dump_kind(s->proc, NULL);
+	return rc;
+}
+
 static void release_fds(struct hpd_session *s)
 {
 	int *fds[] = { &s->conn_fd, &s->wake_fd, &s->ring_fd, &s->maps_fd,
 		       &s->mem_fd, &s->exe_fd, &s->pidfd, &s->proc_fd };
 	size_t i;
 
+	hpd_oom_unwatch(s);
 	if (s->conn_fd >= 0)
 		hpd_loop_del(s->conn_fd);
 	if (s->wake_fd >= 0)
@@ -870,11 +949,21 @@ void hpd_session_end(struct hpd_session *s, const char *why)
 		hp_proc_note(s->proc, note);
 	}
 	if (s->proc) {
+		unsigned which = HP_DUMP_NOW | HP_DUMP_FINAL |
+				 (s->rule && s->rule->dump_at_max ? HP_DUMP_PEAK : 0);
+		char oom[400];
+
 		/* With dump-at-max: PREFIX.* now and PREFIX.peak.* at the peak.
-		 * The last dump may wait (bounded) for names still looked up. */
-		rc = hpd_session_dump(s, HP_DUMP_NOW | HP_DUMP_FINAL |
-				      (s->rule && s->rule->dump_at_max ? HP_DUMP_PEAK : 0),
-				      path, sizeof(path));
+		 * The last dump may wait (bounded) for names still looked up.
+		 * The OOM killer's victim: PREFIX.oom.*, saying so (oom.c). */
+		if (!why && hpd_oom_victim(s, oom, sizeof(oom))) {
+			hpd_log(HPD_WARN, "pid %d (%s): %s", (int)s->pid, s->comm, oom);
+			hp_proc_set_dump_kind(s->proc, "oom");
+			hp_proc_note(s->proc, oom);
+			rc = dump_to(s, which, ".oom", path, sizeof(path));
+		} else {
+			rc = hpd_session_dump(s, which, path, sizeof(path));
+		}
 		hp_proc_end(s->proc);
 		s->proc = NULL;
 	}
@@ -1016,6 +1105,7 @@ void hpd_session_tick(uint64_t now)
 			hpd_session_dump(s, HP_DUMP_NOW, NULL, 0);
 			s->next_dump_ms = now + s->continuous_ms;
 		}
+		hpd_pressure_tick(s, now);
 	}
 }
 
@@ -1029,6 +1119,7 @@ void hpd_sessions_reap(void)
 			free(s->buf);
 			free(s->kbuf);
 			free(s->tpriv);
+			hpd_export_acct_put(s->exp.acct);
 			free(s);
 		} else {
 			pp = &s->next;

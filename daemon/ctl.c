@@ -95,6 +95,10 @@ static struct hpd_rule *rule_from(const char *m, struct ctlconn *c)
 	if (r->follow_forks)
 		r->cfg_flags |= HEAPPROFD_CFG_FOLLOW_FORKS;
 	r->formats = (unsigned)hpc_getu(m, "formats", 0);
+	hpc_get(m, "export", r->exports, sizeof(r->exports));
+	r->pressure_pct = (unsigned)hpc_getu(m, "pressure", 0);
+	if (r->pressure_pct > 100)
+		r->pressure_pct = 100;
 	r->dump_at_max = (int)hpc_getu(m, "dump_at_max", 0);
 	r->continuous_ms = (unsigned)hpc_getu(m, "continuous", 0);
 	hpc_get(m, "prefix", r->prefix, sizeof(r->prefix));
@@ -215,6 +219,18 @@ static void ctl_sessions(int fd)
 			hpc_putu(out, sizeof(out), "cpu_used", cs.used_pct);
 			hpc_putu(out, sizeof(out), "cpu_held_ms", cs.held_ms);
 		}
+		/* ...and the exports (export.c). */
+		{
+			struct hpd_export_counts ec;
+
+			hpd_export_totals(&ec);
+			hpc_putu(out, sizeof(out), "exp_queued", ec.queued);
+			hpc_putu(out, sizeof(out), "exp_sent", ec.sent);
+			hpc_putu(out, sizeof(out), "exp_failed", ec.failed);
+			hpc_putu(out, sizeof(out), "exp_dropped", ec.dropped);
+			hpc_putu(out, sizeof(out), "exp_retries", ec.retries);
+			hpc_putu(out, sizeof(out), "exp_rejected", ec.rejected);
+		}
 		n = strlen(out);
 		n += snprintf(out + n, sizeof(out) - n, "\n");
 	}
@@ -231,6 +247,13 @@ static void ctl_sessions(int fd)
 				 s->enabled ? s->prefix : "-");
 		hpd_mem_session(s, &held, &reserve);
 		hpc_putu(out, sizeof(out), "mem", held);
+		if (s->exp.targets.n) {
+			struct hpd_export_counts ec;
+
+			hpd_export_acct_get(s->exp.acct, &ec);
+			hpc_putu(out, sizeof(out), "exp_sent", ec.sent);
+			hpc_putu(out, sizeof(out), "exp_unsent", ec.failed + ec.dropped);
+		}
 		n = strlen(out);
 		n += snprintf(out + n, sizeof(out) - n, "\n");
 	}

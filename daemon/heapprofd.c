@@ -102,6 +102,13 @@ static void usage(FILE *f)
 "  --private              serve only the heapprofctl that started it; exit after\n"
 "  --ready-fd FD          write one byte to FD once listening\n"
 "  --syslog               log to syslog instead of stderr\n"
+"  --export otlp=URL      send every dump to an OpenTelemetry Collector (OTLP/HTTP:\n"
+"                         URL/v1development/profiles); repeatable\n"
+"  --export pyroscope=URL send every dump to Pyroscope (URL/ingest, pprof)\n"
+"  --export-timeout MS    one request's bound, connecting included (default 10000)\n"
+"  --export-retries N     more tries of a request that failed for a while (default 5;\n"
+"                         0.5 s, 1 s, 2 s... apart)\n"
+"  --export-queue N       requests waiting to be sent, at most (default 64; 64 MiB)\n"
 "  -v, --verbose / -q, --quiet\n", HP_SOCKET_ENV, HP_SOCKET_DEFAULT, HPD_CTL_ENV, HPD_CTL_DEFAULT);
 }
 
@@ -124,6 +131,10 @@ int main(int argc, char **argv)
 		{ "private", no_argument, NULL, 'P' },
 		{ "ready-fd", required_argument, NULL, 'R' },
 		{ "syslog", no_argument, NULL, 'S' },
+		{ "export", required_argument, NULL, 'E' },
+		{ "export-timeout", required_argument, NULL, 'X' },
+		{ "export-retries", required_argument, NULL, 'Y' },
+		{ "export-queue", required_argument, NULL, 'Q' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -216,6 +227,27 @@ int main(int argc, char **argv)
 			ready_fd = (int)v;
 			break;
 		case 'S': hpd_log_to_syslog(); break;
+		case 'E':	/* exports (export.c) */
+			if (hpd_export_option(optarg, why, sizeof(why))) {
+				fprintf(stderr, "heapprofd: %s\n", why);
+				return 2;
+			}
+			break;
+		case 'X':
+			if (opt_num("--export-timeout", optarg, 100, 600000, &v))
+				return 2;
+			hpd_export_opts.timeout_ms = (unsigned)v;
+			break;
+		case 'Y':
+			if (opt_num("--export-retries", optarg, 0, 20, &v))
+				return 2;
+			hpd_export_opts.retries = (unsigned)v;
+			break;
+		case 'Q':
+			if (opt_num("--export-queue", optarg, 1, 4096, &v))
+				return 2;
+			hpd_export_opts.queue_max = (unsigned)v;
+			break;
 		case 'v': hpd_verbosity++; break;
 		case 'q': hpd_verbosity = HPD_WARN; break;
 		case 'h': usage(stdout); return 0;
@@ -349,9 +381,10 @@ int main(int argc, char **argv)
 		hpd_sessions_reap();
 		hpd_ctl_reap();
 	}
-	/* Finish every session: what was collected is written out. */
+	/* Finish every session: what was collected is written out (and sent). */
 	hpd_sessions_finish();
 	hpd_sessions_reap();
+	hpd_export_stop();
 	hp_pipeline_free(hpd_pipe);
 	hpd_budget_fini();
 	hpd_mem_fini();

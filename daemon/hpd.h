@@ -34,6 +34,69 @@ extern int hpd_verbosity;
 void hpd_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void hpd_log_to_syslog(void);
 
+/* An fd the event loop (loop.c) watches, and what to call. */
+struct hpd_watch {
+	void (*fn)(struct hpd_watch *w, uint32_t events);
+	int fd;
+};
+
+/* ---- export.c: dumps sent to an OpenTelemetry Collector or Pyroscope ---- */
+#define HPD_EXPORT_MAX		4	/* destinations of one session */
+#define HPD_EXPORT_URL_MAX	512
+enum { HPD_EXPORT_OTLP = 1, HPD_EXPORT_PYROSCOPE };
+
+struct hpd_export_targets {
+	int n;
+	struct {
+		int kind;
+		char url[HPD_EXPORT_URL_MAX];	/* no trailing '/' */
+	} t[HPD_EXPORT_MAX];
+};
+
+/* What happened to a session's dumps, or to all (counted per request). */
+struct hpd_export_counts {
+	uint64_t queued;	/* handed to the sender */
+	uint64_t sent;		/* answered 2xx */
+	uint64_t failed;	/* not sent: errors after the retries, or refused */
+	uint64_t dropped;	/* not sent: the queue was full, or no encoding */
+	uint64_t retries;
+	uint64_t rejected;	/* profiles an OTLP server said it rejected */
+	uint64_t bytes;		/* request bodies sent */
+};
+
+struct hpd_export_opts {
+	unsigned timeout_ms;	/* one request, connecting included */
+	unsigned exit_wait_ms;	/* at exit, how long the queue may still take */
+	unsigned retries;	/* more tries of a request that failed for a while */
+	unsigned queue_max;	/* requests waiting to be sent */
+};
+extern struct hpd_export_opts hpd_export_opts;
+
+/* "otlp=URL pyroscope=URL" (space-separated) into t. 0, or -1 with why. */
+int hpd_export_parse(const char *list, struct hpd_export_targets *t, char *why, size_t wl);
+/* heapprofd --export KIND=URL: every session's (a rule's own replace them). */
+int hpd_export_option(const char *arg, char *why, size_t wl);
+const struct hpd_export_targets *hpd_export_default(void);
+int hpd_export_start(void);
+/* Send what is queued, within exit_wait_ms, then stop (the rest is counted). */
+void hpd_export_stop(void);
+
+struct hpd_export_acct;	/* a session's counts, shared with its queued requests */
+struct hpd_export_acct *hpd_export_acct_new(void);
+void hpd_export_acct_put(struct hpd_export_acct *a);
+void hpd_export_acct_get(const struct hpd_export_acct *a, struct hpd_export_counts *out);
+void hpd_export_totals(struct hpd_export_counts *out);
+
+/* A session's exports: the sink of its pipeline (hp_proc_set_sink). */
+struct hpd_export_sess {
+	struct hpd_export_targets targets;
+	struct hpd_export_acct *acct;
+};
+struct hp_prof;
+struct hp_format_args;
+void hpd_export_sink(void *arg, const struct hp_prof *prof, const struct hp_format_args *a,
+		     int files_rc);
+
 /* ---- rules.c ---- */
 struct hpd_ctlconn;
 
@@ -51,6 +114,8 @@ struct hpd_rule {
 	uint32_t cfg_flags;		/* HEAPPROFD_CFG_* */
 	char heaps[256];		/* heap names to sample, comma-separated; "": all */
 	unsigned formats;		/* HP_OUT_* */
+	char exports[1100];		/* "otlp=URL ...": replaces the daemon's --export */
+	unsigned pressure_pct;		/* --dump-on-pressure: dump past this % of memory.max */
 	int dump_at_max;
 	unsigned continuous_ms;
 	char prefix[512];
@@ -293,6 +358,20 @@ struct hpd_session {
 	struct hpd_rule *rule;		/* NULL: system default */
 	char prefix[600];
 	unsigned formats;
+	struct hpd_export_sess exp;	/* exp.targets.n == 0: no exports */
+	struct {			/* its cgroup (oom.c) */
+		struct hpd_watch w;	/* memory.events; fd -1: not watched */
+		char cg[512];		/* /sys/fs/cgroup/...; "": none */
+		long long kills;	/* oom_kill as last read */
+		int rose;		/* it rose while the process was profiled */
+		int by_module;		/* the module said the OOM killer chose it */
+		uint64_t at_ms;		/* when it was seen to rise */
+		long long max, current, peak;	/* then (-1 unknown, -2 "max") */
+		unsigned pressure_pct;	/* --dump-on-pressure; 0: none */
+		int armed;
+		unsigned pressure_dumps;
+		uint64_t checked_ms;
+	} oom;
 	unsigned continuous_ms;
 	uint64_t next_dump_ms;
 	unsigned dumps;
@@ -329,6 +408,20 @@ void hpd_session_drain(struct hpd_session *s, int producer_gone);
 /* Module transport: read(2) the kernel's records and feed them (part of the drain). */
 void hpd_session_read_kernel(struct hpd_session *s, int producer_gone);
 int hpd_session_dump(struct hpd_session *s, unsigned which, char *path, size_t pathlen);
+/* A dump to PREFIX SUFFIX.*, of this kind (exports), with note in its header. */
+int hpd_session_dump_as(struct hpd_session *s, unsigned which, const char *suffix,
+			const char *kind, const char *note);
+
+/* ---- oom.c: the OOM killer's victim, dumps under memory pressure ---- */
+#define HPD_OOM_WINDOW_MS	3000	/* an end this soon after a kill is the kill's */
+void hpd_oom_watch(struct hpd_session *s, unsigned pressure_pct);
+void hpd_oom_unwatch(struct hpd_session *s);
+/* The module's HEAPPROFD_REC_OOM for this session's process. */
+void hpd_oom_chosen(struct hpd_session *s);
+/* At the session's end: was it the OOM killer's? 1 with the header line in note. */
+int hpd_oom_victim(struct hpd_session *s, char *note, size_t len);
+void hpd_pressure_tick(struct hpd_session *s, uint64_t now);
+
 /* Add what the last dump wrote to a reply or event: files=.pb.gz,.txt...
  * and, when some were left out, left_out=... left_why=... */
 void hpd_put_dump(const struct hpd_session *s, char *msg, size_t len);
@@ -344,10 +437,6 @@ void hpd_sessions_reap(void);
 extern int hpd_backlog;		/* a drain left records behind: tick again now */
 
 /* ---- loop.c: the event loop ---- */
-struct hpd_watch {
-	void (*fn)(struct hpd_watch *w, uint32_t events);
-	int fd;
-};
 int hpd_loop_init(void);
 int hpd_loop_add(int fd, uint32_t events, struct hpd_watch *w);
 void hpd_loop_del(int fd);

@@ -338,6 +338,9 @@ int do_sessions(void)
 		hp_printable(pfx, sizeof(pfx), pfx, sizeof(pfx), NULL);
 		printf("%-7d %-16s %-8llu %-9s %-9s %10llu %12llu %8llu %7s  %s\n", pid, comm, id, tr,
 		       state, rec, bytes, drop, mem, pfx);
+		if (!hpc_get(line + end, "exp_sent", v, sizeof(v)) && v[0])
+			printf("        exports: %s dumps sent, %llu not sent\n", v,
+			       hpc_getu(line + end, "exp_unsent", 0));
 		if (!hpc_get(line + end, "reason", why, sizeof(why)) && why[0]) {
 			hp_printable(why, sizeof(why), why, sizeof(why), NULL);
 			printf("        why it ended: %s\n", why);
@@ -350,6 +353,12 @@ int do_sessions(void)
 		       hpc_getu(first, "refused_user", 0), hpc_getu(first, "left_out", 0));
 	if (first)
 		print_memory(first);
+	if (first && (hpc_getu(first, "exp_queued", 0) || hpc_getu(first, "exp_dropped", 0)))
+		printf("exports: %llu dumps sent, %llu not sent (%llu failed after retries or refused, %llu dropped: queue full), %llu retries, %llu profiles rejected by the server\n",
+		       hpc_getu(first, "exp_sent", 0),
+		       hpc_getu(first, "exp_failed", 0) + hpc_getu(first, "exp_dropped", 0),
+		       hpc_getu(first, "exp_failed", 0), hpc_getu(first, "exp_dropped", 0),
+		       hpc_getu(first, "exp_retries", 0), hpc_getu(first, "exp_rejected", 0));
 	if (first && hpc_getu(first, "cpu_max", 0))
 		printf("cpu: %llu%% of a CPU over the last second, at most %llu%% (--max-cpu); the drains waited %.1f s in all\n",
 		       hpc_getu(first, "cpu_used", 0), hpc_getu(first, "cpu_max", 0),

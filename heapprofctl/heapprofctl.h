@@ -42,6 +42,7 @@
 #include "../proto/ctlproto.h"
 #include "../proto/socket_proto.h"
 #include "../daemon/pipeline/pipeline.h"
+#include "../daemon/pipeline/formats.h"
 #include "../daemon/pipeline/profile.h"
 #include "preload.h"
 #include "printable.h"
@@ -152,6 +153,9 @@ struct rec_opts {
 	int top;
 	int drop;		/* --no-block: drop records when the ring is full */
 	const char *heaps;
+	unsigned formats;	/* --format: a set of formats.h's; 0: the daemon's default */
+	char exports[1100];	/* --export KIND=URL ..., space-separated */
+	unsigned pressure;	/* --dump-on-pressure PCT */
 };
 const char *out_opt(const char *arg);
 void check_output(const char *prefix);

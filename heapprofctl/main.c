@@ -15,11 +15,15 @@ static void usage(FILE *f)
 "usage: heapprofctl COMMAND [options]\n"
 "  record [-i BYTES] [-o PREFIX] [--dump-at-max] [--continuous-dump MS]\n"
 "         [--follow-forks] [--no-block] [--heaps NAME,...] [--name NAME | --all]\n"
-"         [-d SECS]\n"
+"         [-d SECS] [--stack-cap BYTES] [--top N]\n"
 "         [-- COMMAND ARGS...]\n"
 "                        run COMMAND under the profiler; write PREFIX.pb.gz,\n"
 "                        .svg, .folded, .txt when it exits (default out/NAME);\n"
-"                        with --continuous-dump also PREFIX.timeline.svg\n"
+"                        with --continuous-dump also PREFIX.timeline.svg;\n"
+"                        --format LIST (pprof,folded,text,svg,otlp) the files,\n"
+"                        --export otlp=URL | pyroscope=URL also sends each dump;\n"
+"                        --dump-on-pressure PCT dumps past PCT%% of its cgroup's\n"
+"                        memory.max; killed by the OOM killer: PREFIX.oom.*\n"
 "  attach PID [-d SECS] [-o PREFIX] [-i BYTES]\n"
 "                        profile a running process until SECS or Ctrl-C; one\n"
 "                        started without the client has it loaded (ptrace)\n"
@@ -42,6 +46,32 @@ static void usage(FILE *f)
 "See heapprofctl(1).\n");
 }
 
+/* --format pprof,svg: names from the table of formats (formats.h). */
+static void format_opt(struct rec_opts *o, const char *arg)
+{
+	char why[400];
+
+	if (hp_formats_parse(arg, &o->formats, why, sizeof(why)))
+		die("--format: %s", why);
+}
+
+/* --export otlp=URL / pyroscope=URL, repeatable; the daemon checks them too. */
+static void export_opt(struct rec_opts *o, const char *arg)
+{
+	size_t n = strlen(o->exports);
+
+	const char *url = strchr(arg, '=');
+
+	if (!url || (strncmp(arg, "otlp=", 5) && strncmp(arg, "pyroscope=", 10)))
+		die("--export %s: say what to send and where: otlp=URL or pyroscope=URL", arg);
+	if ((strncmp(url + 1, "http://", 7) && strncmp(url + 1, "https://", 8)) ||
+	    strpbrk(url, " \t\n\r"))
+		die("--export %s: the URL must start with http:// or https:// and hold no space", arg);
+	if (n + strlen(arg) + 2 > sizeof(o->exports))
+		die("--export: too many or too long");
+	snprintf(o->exports + n, sizeof(o->exports) - n, "%s%s", n ? " " : "", arg);
+}
+
 static int run(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -59,6 +89,9 @@ static int run(int argc, char **argv)
 		{ "block", no_argument, NULL, 'B' },
 		{ "no-block", no_argument, NULL, 'D' },
 		{ "heaps", required_argument, NULL, 'H' },
+		{ "format", required_argument, NULL, 'f' },
+		{ "export", required_argument, NULL, 'E' },
+		{ "dump-on-pressure", required_argument, NULL, 'P' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
@@ -109,6 +142,9 @@ static int run(int argc, char **argv)
 		case 'B': o.drop = 0; break;	/* the default: wait for room */
 		case 'D': o.drop = 1; break;
 		case 'H': o.heaps = optarg; break;
+		case 'f': format_opt(&o, optarg); break;
+		case 'E': export_opt(&o, optarg); break;
+		case 'P': o.pressure = (unsigned)num_opt("--dump-on-pressure (%)", optarg, 1, 100); break;
 		case 'v': verbose++; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;

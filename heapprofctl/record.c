@@ -277,6 +277,12 @@ int do_record(struct rec_opts *o, char **cmd)
 		hpc_put(req, sizeof(req), "heaps", o->heaps);
 	hpc_putu(req, sizeof(req), "dump_at_max", o->dump_at_max);
 	hpc_putu(req, sizeof(req), "continuous", o->continuous);
+	if (o->formats)
+		hpc_putu(req, sizeof(req), "formats", o->formats);
+	if (o->exports[0])
+		hpc_put(req, sizeof(req), "export", o->exports);
+	if (o->pressure)
+		hpc_putu(req, sizeof(req), "pressure", o->pressure);
 	hpc_put(req, sizeof(req), "prefix", prefix);
 	if ((rc = request(&d, req, rep, sizeof(rep))) != 0) {
 		char msg[800];

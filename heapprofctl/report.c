@@ -25,6 +25,8 @@ static void usage(FILE *f)
 		   "  --top N      show the N biggest call sites and functions (default 20, 0 = all;\n"
 		   "               a timeline stacks 8 by default)\n"
 		   "  --svg FILE   write a flame graph (open it in a browser)\n"
+		   "  --format NAME -o FILE  write the profile in that format, as the daemon\n"
+		   "               writes it (--format list: the formats there are)\n"
 		   "  --folded     print folded stacks instead of the tables\n"
 		   "  --base FILE  show FILE's profile subtracted (growth since then)\n"
 		   "  --sample-index NAME  what the graph and the order show: alloc_space,\n"
@@ -142,6 +144,8 @@ int hp_report_main(int argc, char **argv)
 	const char *file = NULL, *svg = NULL, *base = NULL, *tl = NULL, *tl_csv = NULL,
 		   *extra = NULL, *heap = NULL;
 	struct hp_render_opts ro = { .metric = -1 };
+	const struct hp_format *fmt = NULL;
+	int converting = 0;
 	int top = 20, folded = 0, i, rc = 0, top_set = 0, nin = 0;
 	char **in = calloc((size_t)argc + 1, sizeof(*in));
 	struct hp_prof a, b, d, *show = &a;
@@ -163,6 +167,25 @@ int hp_report_main(int argc, char **argv)
 		} else if (!strcmp(argv[i], "--timeline-csv") && i + 1 < argc) {
 			tl_csv = argv[++i];
 		} else if (!strcmp(argv[i], "--svg") && i + 1 < argc) {
+			svg = argv[++i];
+			fmt = &hp_format_svg;
+		} else if (!strcmp(argv[i], "--format") && i + 1 < argc &&
+			   !strcmp(argv[i + 1], "list")) {
+			for (int k = 0; hp_formats[k]; k++)
+				printf("%-8s %-10s %s\n", hp_formats[k]->name, hp_formats[k]->ext,
+				       hp_formats[k]->what);
+			free(in);
+			return fflush(stdout) ? 1 : 0;
+		} else if (!strcmp(argv[i], "--format") && i + 1 < argc) {
+			converting = 1;	/* the file is the output: no tables */
+			fmt = hp_format_by_name(argv[++i]);
+			if (!fmt) {
+				hp_formats_names(~0U, ", ", why, sizeof(why));
+				fprintf(stderr, "report: --format: '%s' is none of %s\n", argv[i], why);
+				free(in);
+				return 2;
+			}
+		} else if ((!strcmp(argv[i], "--output") || !strcmp(argv[i], "-o")) && i + 1 < argc) {
 			svg = argv[++i];
 		} else if (!strcmp(argv[i], "--folded")) {
 			folded = 1;
@@ -219,6 +242,12 @@ int hp_report_main(int argc, char **argv)
 		return rc;
 	}
 	free(in);
+	if (!fmt != !svg) {
+		fprintf(stderr, "report: %s\n", fmt ? "--format goes with -o FILE" :
+			"-o FILE goes with --format NAME");
+		usage(stderr);
+		return 2;
+	}
 	if (!file || nin != 1 || tl || tl_csv) {
 		if (tl || tl_csv)
 			fprintf(stderr, "report: --timeline goes with PREFIX or FILE..., not with --svg, --folded or --base\n");
@@ -262,7 +291,7 @@ int hp_report_main(int argc, char **argv)
 		return list ? (fflush(stdout) ? 1 : 0) : 2;
 	}
 	ro.heap = heap;
-	if (!rc && svg) {
+	if (!rc && svg && fmt == &hp_format_svg) {
 		struct hp_out o;
 		FILE *f = NULL;
 
@@ -275,8 +304,19 @@ int hp_report_main(int argc, char **argv)
 			fprintf(stderr, "report: cannot write the flame graph: %s\n", o.why);
 			rc = 1;
 		}
+	} else if (!rc && svg) {
+		/* Any other format of the table, as the daemon writes it. */
+		struct hp_format_args fa = { .metric = ro.metric >= 0 ? ro.metric :
+						   hp_prof_metric(show), .title = ro.title };
+		struct hp_out o;
+
+		if (hp_out_open(&o, svg, 0644) || fmt->write(show, &fa, &o) || hp_out_commit(&o)) {
+			hp_out_abort(&o);
+			fprintf(stderr, "report: cannot write %s: %s\n", svg, o.why);
+			rc = 1;
+		}
 	}
-	if (!rc) {
+	if (!rc && !converting) {
 		errno = 0;
 		if (folded)
 			rc = hp_folded_write_opts(show, &ro, stdout) ? 1 : 0;

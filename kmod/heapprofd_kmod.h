@@ -344,6 +344,10 @@ void hp_exporter_name(char *dst, const char *src);
 bool hp_dmabuf_sample(u64 size, u64 interval, u64 *est, bool *exact);
 int hp_dmabuf_init(void);
 void hp_dmabuf_exit(void);
+
+/* oom.c */
+int hp_oom_init(void);
+void hp_oom_exit(void);
 void hp_dmabuf_forget_all(void);
 unsigned long hp_dmabuf_missed(void);
 bool hp_dmabuf_adopt(struct dma_buf *db, gfp_t gfp);

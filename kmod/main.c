@@ -84,12 +84,17 @@ static int __init hp_init(void)
 	ret = hp_dmabuf_init();
 	if (ret)
 		goto err_gpu;
+	ret = hp_oom_init();
+	if (ret)
+		goto err_dmabuf;
 	/* Last: from here on user space can create sessions. */
 	ret = misc_register(&hp_miscdev);
 	if (ret)
-		goto err_dmabuf;
+		goto err_oom;
 	return 0;
 
+err_oom:
+	hp_oom_exit();
 err_dmabuf:
 	hp_dmabuf_exit();
 err_gpu:
@@ -113,6 +118,7 @@ err_sysfs:
 static void __exit hp_exit(void)
 {
 	misc_deregister(&hp_miscdev);
+	hp_oom_exit();
 	hp_dmabuf_exit();
 	hp_gpu_exit();
 	hp_dmabuf_sysfs_exit();

@@ -2,7 +2,8 @@
 /*
  * Internal declarations shared by the files of libheapprofd_client. Nothing
  * here is exported: the library is built with -fvisibility=hidden and only
- * the malloc family and the public heapprofd_* API carry default visibility.
+ * the malloc family, the exec family, pthread_getattr_np and the
+ * heapprofd_* functions and variables (HP_EXPORT) carry default visibility.
  */
 #ifndef HP_INTERNAL_H
 #define HP_INTERNAL_H
@@ -44,6 +45,7 @@ struct hp_config {
 	int stack_reuse;		/* HEAPPROFD_STACK_REUSE (default 1) */
 	int no_adapt;			/* HEAPPROFD_ADAPTIVE=0: never adapt */
 	int stack_delta;		/* the consumer reads stack deltas (caps) */
+	int pyframes;			/* the consumer reads Python frames (caps) */
 };
 
 extern struct hp_config hp_cfg;
@@ -187,6 +189,9 @@ struct hp_thread {
 	 * sample does not add to two shared counters. */
 	uint64_t rec_written, rec_bytes, pub_rec_written, pub_rec_bytes;
 	uint64_t stack_lo, stack_top;
+	/* Inside pthread_getattr_np, which allocates with the thread's lock
+	 * held: a sample there must not ask for the stack bounds (stack.c). */
+	int in_bounds;
 	int inited;
 	int exited;			/* its exit handler ran: stays out */
 	int in_hook;			/* reentrancy guard */
@@ -274,6 +279,9 @@ void hp_exec_init(void);
 extern int hp_injected;
 int hp_detect_injected(void);
 int hp_got_patch(void);		/* slots written, or -errno */
+/* The function the program's calls of name reach (its definition, not a
+ * non-PIE program's PLT entry for it), for a client loaded by attach. */
+void *hp_got_real(const char *name);
 void hp_got_unpatch(void);
 int hp_got_unpatch_try(void);		/* 0, or -EBUSY: a thread holds the lock */
 void hp_got_patch_loaded(void);		/* after the program's dlopen */

@@ -56,7 +56,7 @@ static void *dlopen_hook(const char *file, int mode);
 static const char *const hooked[] = {
 	"malloc", "free", "calloc", "realloc", "reallocarray", "memalign",
 	"posix_memalign", "aligned_alloc", "valloc", "pvalloc",
-	"malloc_usable_size", "dlopen",
+	"malloc_usable_size", "dlopen", "pthread_getattr_np",
 };
 #define NHOOKED (sizeof(hooked) / sizeof(hooked[0]))
 static void *hook_fn[NHOOKED];
@@ -76,6 +76,58 @@ static uintptr_t object_of(const void *addr)
 	Dl_info di;
 
 	return addr && dladdr(addr, &di) ? (uintptr_t)di.dli_fbase : 0;
+}
+
+/* Is addr what its object defines as a symbol, not a PLT entry standing
+ * for another's (a non-PIE program that takes malloc's address has one,
+ * and the global lookup returns it)? */
+static int defined_at(const void *addr)
+{
+	const ElfW(Sym) *sym = NULL;
+	Dl_info di;
+
+	return addr && dladdr1(addr, &di, (void **)&sym, RTLD_DL_SYMENT) && sym &&
+	       sym->st_shndx != SHN_UNDEF;
+}
+
+struct real_look {
+	const char *name;
+	uintptr_t skip;		/* the object whose entry the global lookup gave */
+	uintptr_t self;		/* this library, which defines the hooks */
+	void *found;
+};
+
+static int real_in(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct real_look *l = arg;
+	void *h, *p;
+
+	(void)size;
+	if (l->found || !info->dlpi_name || !info->dlpi_name[0])
+		return 0;
+	h = dlopen(info->dlpi_name, RTLD_NOLOAD | RTLD_LAZY);
+	if (!h)
+		return 0;
+	p = dlsym(h, l->name);
+	if (p && defined_at(p) && object_of(p) != l->skip && object_of(p) != l->self)
+		l->found = p;
+	dlclose(h);
+	return 0;
+}
+
+void *hp_got_real(const char *name)
+{
+	struct real_look l = { .name = name };
+	void *p = dlsym(RTLD_DEFAULT, name);
+	Dl_info di;
+
+	if (!p || defined_at(p))
+		return p;
+	/* Its definition, in load order after the program's stand-in. */
+	l.skip = object_of(p);
+	l.self = dladdr((void *)hp_got_real, &di) ? (uintptr_t)di.dli_fbase : 0;
+	dl_iterate_phdr(real_in, &l);
+	return l.found ? l.found : p;
 }
 
 /* Our own definitions: the lookup in our handle starts with this object
@@ -102,8 +154,8 @@ static int find_hooks(void)
 	}
 	dlclose(self);	/* the load we came with keeps us */
 	self_start = (uintptr_t)di.dli_fbase;
-	real_start = object_of(dlsym(RTLD_DEFAULT, "malloc"));
-	real_dlopen = (void *(*)(const char *, int))dlsym(RTLD_DEFAULT, "dlopen");
+	real_start = object_of(hp_got_real("malloc"));
+	real_dlopen = (void *(*)(const char *, int))hp_got_real("dlopen");
 	return real_dlopen ? 0 : -ENOENT;
 }
 

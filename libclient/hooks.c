@@ -122,7 +122,8 @@ static size_t boot_size(const void *p)
 /* Loaded by heapprofctl attach (got.c), this library is not in the global
  * scope: the real function is the one the program is bound to. */
 #define RESOLVE(var, name) \
-	__atomic_store_n(&var, (__typeof__(var))dlsym(hp_injected ? RTLD_DEFAULT : RTLD_NEXT, name), \
+	__atomic_store_n(&var, (__typeof__(var))(hp_injected ? hp_got_real(name) : \
+						   dlsym(RTLD_NEXT, name)), \
 			 __ATOMIC_RELEASE)
 
 /*

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "client.h"
+#include "pyframes.h"
 #include "stack.h"
 
 /*
@@ -90,6 +91,7 @@ __attribute__((constructor)) static void hp_init(void)
 		hp_resolve();
 		hp_stack_copy_init();
 		hp_hooks_init();
+		hp_py_init();
 		hp_fork_install();
 		return;
 	}
@@ -97,6 +99,7 @@ __attribute__((constructor)) static void hp_init(void)
 	hp_stack_copy_init();
 	hp_hooks_init();
 	hp_config_from_env();
+	hp_py_init();
 	hp_fork_install();
 	hp_exec_init();
 	if (!(hp_cfg.flags & HEAPPROFD_CFG_FOLLOW_FORKS) && !hp_cfg.name[0]) {

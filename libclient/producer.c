@@ -49,8 +49,9 @@ void hp_config_poll(void)
 		v32 = __atomic_load_n(&c->block_timeout_us, __ATOMIC_RELAXED);
 		hp_cfg.block_timeout_us = v32 <= HP_STALL_US_MAX ? v32 : HP_STALL_US_DEFAULT;
 		/* Encodings the reader knows: none until it says so. */
-		hp_cfg.stack_delta = !!(__atomic_load_n(&c->consumer_caps, __ATOMIC_RELAXED) &
-					HEAPPROFD_CAP_STACK_DELTA);
+		v32 = __atomic_load_n(&c->consumer_caps, __ATOMIC_RELAXED);
+		hp_cfg.stack_delta = !!(v32 & HEAPPROFD_CAP_STACK_DELTA);
+		hp_cfg.pyframes = !!(v32 & HEAPPROFD_CAP_PYFRAMES);
 		hp_interval_reset(hp_cfg.interval);
 		hp_debug("config generation %u: interval %llu stack_cap %u flags %#x",
 			 gen, (unsigned long long)hp_cfg.interval,

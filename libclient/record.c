@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "pyframes.h"
 #include "stack.h"
 
 uint64_t hp_interval_base = HEAPPROFD_INTERVAL_DEFAULT;
@@ -362,7 +363,8 @@ int hp_write_alloc(const void *addr, uint64_t req, uint64_t usable,
 	struct heapprofd_rec_alloc *rec;
 	struct heapprofd_rec_hdr *h;
 	uint64_t sp = regs[HEAPPROFD_X86_64_SP], want;
-	uint32_t cap, len, stack_len, same = 0, gen, lit = 0;
+	uint32_t cap, len, stack_len, same = 0, gen, lit = 0, npy, py_len;
+	uintptr_t py_top;
 	int truncated = 0, nruns = -1;
 
 	if (!hp_sess.live)
@@ -391,6 +393,12 @@ int hp_write_alloc(const void *addr, uint64_t req, uint64_t usable,
 	}
 	len = (uint32_t)sizeof(*rec) + (nruns >= 0 ?
 		8 + 8 * (uint32_t)nruns + lit : (uint32_t)(want - same));
+	/* The thread's Python frames go last (uapi HEAPPROFD_ALLOC_PYFRAMES). */
+	py_top = hp_py_top();
+	npy = py_top ? hp_py_count(py_top) : 0;
+	py_len = npy ? npy * (uint32_t)sizeof(struct heapprofd_pyframe) +
+		       (uint32_t)sizeof(struct heapprofd_pyframes) : 0;
+	len = hp_ring_align(len) + py_len;
 	h = reserve(len, HEAPPROFD_REC_ALLOC);
 	if (!h) {
 		hp_self.shadow.len = 0;	/* the daemon will not see this one */
@@ -439,10 +447,22 @@ int hp_write_alloc(const void *addr, uint64_t req, uint64_t usable,
 	rec->stack_len = stack_len;
 	rec->stack_reused = same;
 	rec->resv2 = 0;
+	if (npy) {
+		struct heapprofd_pyframes *pt = (struct heapprofd_pyframes *)((uint8_t *)h + len) - 1;
+		struct heapprofd_pyframe *pf = (struct heapprofd_pyframe *)pt - npy;
+
+		pt->nframes = hp_py_write(py_top, pf, npy);
+		pt->resv = 0;
+		/* (the same walk as the count: this thread's frames stood still) */
+		for (uint32_t i = pt->nframes; i < npy; i++)
+			pf[i] = (struct heapprofd_pyframe){ 0, 0 };
+		pt->nframes = npy;
+	}
 	h->flags = (truncated ? HEAPPROFD_ALLOC_STACK_TRUNCATED : 0) |
 		   (exact ? HEAPPROFD_ALLOC_EXACT : 0) |
 		   (same ? HEAPPROFD_ALLOC_STACK_REUSED : 0) |
-		   (nruns >= 0 ? HEAPPROFD_ALLOC_STACK_DELTA : 0);
+		   (nruns >= 0 ? HEAPPROFD_ALLOC_STACK_DELTA : 0) |
+		   (npy ? HEAPPROFD_ALLOC_PYFRAMES : 0);
 	shadow_update(&hp_self.shadow, sp, t->stack_top, same, gen,
 		      !truncated && sp + stack_len + same == t->stack_top);
 	commit(h, len);

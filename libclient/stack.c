@@ -12,6 +12,8 @@
  * skips the leading frames that lie in libheapprofd_client.so.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
 #include <immintrin.h>
 #include <pthread.h>
 #include <string.h>
@@ -60,6 +62,33 @@ static void cap_main_stack(struct hp_thread *t)
 		t->stack_lo = 0;
 }
 
+/*
+ * glibc's pthread_getattr_np allocates while it holds the thread's lock: a
+ * sample taken in there must not ask for the thread's stack bounds through
+ * it again (it would wait for that lock for ever: the JVM's threads start
+ * by asking for their own attributes). Ours marks the thread while the real
+ * one runs; such a sample goes without a stack.
+ */
+static int (*real_getattr)(pthread_t, pthread_attr_t *);
+
+HP_EXPORT int pthread_getattr_np(pthread_t th, pthread_attr_t *attr)
+{
+	struct hp_thread *t = &hp_self;
+	int was = t->in_bounds, r;
+	int (*fn)(pthread_t, pthread_attr_t *);
+
+	t->in_bounds = 1;
+	fn = __atomic_load_n(&real_getattr, __ATOMIC_ACQUIRE);
+	if (!fn) {
+		fn = (int (*)(pthread_t, pthread_attr_t *))(hp_injected ?
+			hp_got_real("pthread_getattr_np") : dlsym(RTLD_NEXT, "pthread_getattr_np"));
+		__atomic_store_n(&real_getattr, fn, __ATOMIC_RELEASE);
+	}
+	r = fn ? fn(th, attr) : ENOSYS;
+	t->in_bounds = was;
+	return r;
+}
+
 /* Once per thread: where does its stack end? */
 void hp_stack_bounds(struct hp_thread *t)
 {
@@ -67,8 +96,8 @@ void hp_stack_bounds(struct hp_thread *t)
 	void *addr = NULL;
 	size_t size = 0;
 
-	if (t->stack_top)
-		return;
+	if (t->stack_top || t->in_bounds)
+		return;	/* inside pthread_getattr_np: no stack for this one */
 	if (!pthread_getattr_np(pthread_self(), &a)) {
 		if (!pthread_attr_getstack(&a, &addr, &size) && addr && size) {
 			t->stack_lo = (uint64_t)(uintptr_t)addr;

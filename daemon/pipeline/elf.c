@@ -245,6 +245,26 @@ static void destroy(struct hp_elf *e)
 	free(e);
 }
 
+struct hp_elf *hp_elf_names(const char *path)
+{
+	struct hp_elf *e = calloc(1, sizeof(*e));
+
+	if (!e)
+		return NULL;
+	e->path = strdup(path);
+	if (!e->path) {
+		free(e);
+		return NULL;
+	}
+	e->refs = 1;
+	e->fd = -1;
+	e->dwfl_state = -1;	/* nothing to look up: names come from syms */
+	e->symcache_state = -1;
+	e->symcache_fd = -1;
+	pthread_mutex_init(&e->sym_lock, NULL);
+	return e;
+}
+
 struct hp_elf *hp_elf_open(struct hp_elfcache *c, const char *path, int fd,
 			   dev_t dev, ino_t ino)
 {
@@ -370,6 +390,13 @@ void hp_uframes_put(struct hp_uframe *f, int n)
 	for (int i = 0; i < n; i++)
 		if (f[i].elf && (i == 0 || f[i].elf != f[i - 1].elf))
 			hp_elf_put(f[i].elf);
+}
+
+void hp_uframes_get(struct hp_uframe *f, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (f[i].elf && (i == 0 || f[i].elf != f[i - 1].elf))
+			hp_elf_ref(f[i].elf);
 }
 
 void hp_elf_put(struct hp_elf *e)

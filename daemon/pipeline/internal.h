@@ -57,6 +57,8 @@ struct hp_parsed {
 	const struct heapprofd_rec_klost *klost;
 	const uint8_t *stack;				/* alloc: copied stack */
 	uint32_t stack_len;
+	const struct heapprofd_pyframe *py;		/* alloc: Python frames */
+	uint32_t npy;
 	int kernel;					/* read(2), not the ring */
 };
 
@@ -148,6 +150,13 @@ void hp_elfcache_fini(struct hp_elfcache *c);
 int hp_open_regular(int dirfd, const char *path);
 struct hp_elf *hp_elf_open(struct hp_elfcache *c, const char *path, int fd,
 			   dev_t dev, ino_t ino);
+/*
+ * A file of names only, no image (Python code: python.c): its frames are
+ * named from its syms, which its maker fills (under sym_lock) before any
+ * frame that names them leaves its hands. path is what profiles show as
+ * its mapping.
+ */
+struct hp_elf *hp_elf_names(const char *path);
 struct hp_elf *hp_elf_ref(struct hp_elf *e);
 void hp_elf_put(struct hp_elf *e);
 /* File offset <-> ELF virtual address through the PT_LOAD segments. */
@@ -310,6 +319,8 @@ int hp_unwind(struct hp_unwinder *u, const struct heapprofd_rec_alloc *a,
 	      const uint8_t *stack, uint32_t stack_len, struct hp_uframe *out,
 	      int max, struct hp_utrace *t);
 void hp_uframes_put(struct hp_uframe *f, int n);
+/* Take the references hp_uframes_put releases (frames copied). */
+void hp_uframes_get(struct hp_uframe *f, int n);
 
 /* ---- memo.c: unwinds remembered by what they read --------------------- */
 
@@ -428,6 +439,55 @@ struct hp_ivals {
 void hp_ivals_add(struct hp_ivals *v, uint64_t interval, int exact);
 /* One comment line: the intervals, with how many samples each. */
 void hp_ivals_comment(const struct hp_ivals *v, const char *heap, struct hp_prof *out);
+
+/* ---- python.c: CPython frames (uapi HEAPPROFD_ALLOC_PYFRAMES) ---------- */
+
+struct hp_py;
+/* Takes the fds (and t->proc_fd); the interpreter is looked for at the
+ * first Python frames. */
+struct hp_py *hp_py_new(const struct hp_target *t, int maps_fd, int mem_fd, int exe_fd,
+			struct hp_elfcache *c);
+void hp_py_free(struct hp_py *py);
+/* A record's Python frames resolved: key 0 for one to leave out. */
+struct hp_pyframe {
+	uint64_t key;		/* in the names file; the frame's pc is key + 1 */
+	int entry;		/* the first of its call of the interpreter */
+};
+/* Feeding thread. Returns n, or 0 when the process's Python frames are not
+ * read (not 3.11, not checking out: hp_py_comment says why). */
+int hp_py_resolve(struct hp_py *py, const struct heapprofd_pyframe *in, uint32_t n,
+		  struct hp_pyframe *out);
+/* Once resolve returned frames: nat's interpreter frames replaced by
+ * pf's runs into out (new references, one per run; nat's are the
+ * caller's). Returns the frames in out. */
+int hp_py_splice(const struct hp_py *py, const struct hp_uframe *nat, int nn,
+		 const struct hp_pyframe *pf, int np, struct hp_uframe *out, int max);
+int hp_py_ready(const struct hp_py *py);
+/* A line for the dump's header: the version read, or why not. */
+void hp_py_comment(struct hp_py *py, struct hp_prof *o);
+size_t hp_py_mem(const struct hp_py *py);	/* bytes it holds now */
+/* CPython 3.11 location table: the line of code unit lasti, or -1. */
+int hp_py_line(const uint8_t *lt, uint32_t n, int firstline, uint32_t lasti);
+
+/* ---- perfmap.c: JIT code named from /tmp/perf-<pid>.map ----------------- */
+
+struct hp_perfmap;
+/* Takes proc_fd (/proc/<pid>, or -1: by pid). */
+struct hp_perfmap *hp_perfmap_new(pid_t pid, int proc_fd);
+void hp_perfmap_free(struct hp_perfmap *pm);
+/* The name of the code at addr now, into buf: 1, or 0 if none. */
+int hp_perfmap_name(struct hp_perfmap *pm, uint64_t addr, char *buf, size_t len);
+/*
+ * Frames in no file (f[i].elf NULL, i > 0) that the map names become
+ * frames of the map's names file (references taken, one per run). Returns
+ * how many; 0 leaves f as it was.
+ */
+int hp_perfmap_name_frames(struct hp_perfmap *pm, struct hp_uframe *f, int n);
+/* Would hp_perfmap_name_frames name any of them? */
+int hp_perfmap_names_any(struct hp_perfmap *pm, const struct hp_uframe *f, int n);
+size_t hp_perfmap_mem(const struct hp_perfmap *pm);	/* bytes it holds now */
+/* Is any frame (i > 0) in no file? */
+int hp_uframes_unfiled(const struct hp_uframe *f, int n);
 
 /* ---- books.c ------------------------------------------------------------ */
 

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -341,6 +342,58 @@ int hp_out_open(struct hp_out *o, const char *final, mode_t mode)
 		hp_out_abort(o);
 		return rc;
 	}
+	return 0;
+}
+
+int hp_out_open_mem(struct hp_out *o, const char *name)
+{
+	memset(o, 0, sizeof(*o));
+	o->dfd = -1;
+	snprintf(o->final, sizeof(o->final), "%s", name);
+	o->fd = memfd_create("heapprofd-out", MFD_CLOEXEC);
+	if (o->fd < 0) {
+		o->err = errno;
+		snprintf(o->why, sizeof(o->why), "%s: cannot hold it in memory: %s", name,
+			 strerror(o->err));
+		return -o->err;
+	}
+	return 0;
+}
+
+int hp_out_take(struct hp_out *o, uint8_t **buf, size_t *len)
+{
+	struct stat st;
+	size_t got = 0;
+	uint8_t *b = NULL;
+
+	*buf = NULL;
+	*len = 0;
+	if (o->f && (fflush(o->f) != 0 || ferror(o->f)))
+		hp_out_fail(o, errno ? errno : EIO, "writing");
+	if (!o->err && o->fd >= 0 && fstat(o->fd, &st) < 0)
+		hp_out_fail(o, errno, "reading back");
+	if (!o->err) {
+		b = malloc((size_t)st.st_size + 1);
+		if (!b)
+			hp_out_fail(o, ENOMEM, "reading back");
+	}
+	while (!o->err && got < (size_t)st.st_size) {
+		ssize_t n = pread(o->fd, b + got, (size_t)st.st_size - got, (off_t)got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			hp_out_fail(o, n < 0 ? errno : EIO, "reading back");
+		else
+			got += (size_t)n;
+	}
+	hp_out_abort(o);
+	if (o->err) {
+		free(b);
+		return -o->err;
+	}
+	*buf = b;
+	*len = got;
 	return 0;
 }
 

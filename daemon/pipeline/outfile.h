@@ -132,6 +132,15 @@ void hp_out_abort(struct hp_out *o);
 int hp_out_commit_all(struct hp_out *v, size_t n, size_t *failed);
 
 /*
+ * An output held in memory (a memfd), for bytes that are sent rather than
+ * stored: written like a file (hp_out_write, hp_out_stdio, a limit), then
+ * hp_out_take hands over what was written (malloc'ed) and closes it.
+ * name is for messages only. 0 or -errno (o->why).
+ */
+int hp_out_open_mem(struct hp_out *o, const char *name);
+int hp_out_take(struct hp_out *o, uint8_t **buf, size_t *len);
+
+/*
  * rename(from, to) only when from is a regular file and to is absent or a
  * regular file (lstat, no link followed), their directories opened as by
  * hp_out_dir_open: for moving profile files that are already written (the

@@ -58,6 +58,30 @@ static int check_delta(const struct heapprofd_rec_alloc *a, const uint8_t *q, si
 	return 0;
 }
 
+/*
+ * Python frames (uapi HEAPPROFD_ALLOC_PYFRAMES): the trailer at the end of
+ * the record, its frames just before it, all within the record beyond the
+ * fixed part. *len becomes the record's length without them.
+ */
+static int check_pyframes(const uint8_t *p, size_t *len, struct hp_parsed *o,
+			  char *why, size_t wl)
+{
+	const struct heapprofd_pyframes *t;
+	size_t room = *len - sizeof(struct heapprofd_rec_alloc);
+
+	if (room < sizeof(*t))
+		return bad(why, wl, "alloc record too short for its Python frames");
+	t = (const void *)(p + *len - sizeof(*t));
+	if (t->resv || !t->nframes || t->nframes > HEAPPROFD_PYFRAMES_MAX)
+		return bad(why, wl, "alloc record with %u Python frames", t->nframes);
+	if ((size_t)t->nframes * sizeof(struct heapprofd_pyframe) > room - sizeof(*t))
+		return bad(why, wl, "alloc record's %u Python frames do not fit", t->nframes);
+	o->npy = t->nframes;
+	o->py = (const struct heapprofd_pyframe *)t - t->nframes;
+	*len -= sizeof(*t) + (size_t)t->nframes * sizeof(struct heapprofd_pyframe);
+	return 0;
+}
+
 static int check_alloc(const uint8_t *p, size_t len, struct hp_parsed *o,
 		       int kernel, char *why, size_t wl)
 {
@@ -67,8 +91,14 @@ static int check_alloc(const uint8_t *p, size_t len, struct hp_parsed *o,
 	if (len < sizeof(*a))
 		return bad(why, wl, "alloc record too short (%zu < %zu)", len, sizeof(*a));
 	if (a->hdr.flags & ~(HEAPPROFD_ALLOC_STACK_TRUNCATED | HEAPPROFD_ALLOC_EXACT |
-			     HEAPPROFD_ALLOC_STACK_REUSED | HEAPPROFD_ALLOC_STACK_DELTA))
+			     HEAPPROFD_ALLOC_STACK_REUSED | HEAPPROFD_ALLOC_STACK_DELTA |
+			     HEAPPROFD_ALLOC_PYFRAMES))
 		return bad(why, wl, "alloc record has unknown flags 0x%x", a->hdr.flags);
+	if (a->hdr.flags & HEAPPROFD_ALLOC_PYFRAMES) {
+		/* The Python frames end the record: the rest is checked without them. */
+		if (kernel || check_pyframes(p, &len, o, why, wl))
+			return kernel ? bad(why, wl, "kernel alloc record with Python frames") : -1;
+	}
 	if (a->resv2)
 		return bad(why, wl, "alloc record reserved field is not zero");
 #if defined(__x86_64__)

@@ -23,12 +23,14 @@
  *                     only after them.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "formats.h"
 #include "internal.h"
 
 enum job_kind {
@@ -77,6 +79,7 @@ struct event {
 	uint16_t type;			/* HEAPPROFD_REC_ALLOC or _FREE */
 	uint16_t flags;			/* alloc: the record's, reuse resolved */
 	int32_t nframes;
+	int32_t owned;			/* alloc: frames are the event's (Python) */
 };
 
 struct waiter {
@@ -101,6 +104,8 @@ struct job {
 	uint32_t memo_gen;	/* J_REC alloc: the maps generation it was fed in */
 	unsigned nev;		/* J_EVENTS: events in rec */
 	int kernel;		/* J_REC: a kernel record (hp_parse_krecord) */
+	struct hp_pyframe *py;	/* J_REC alloc: its Python frames (after rec) */
+	int npy;
 	size_t len;
 	uint64_t rec[];		/* the record copy, 8-byte aligned */
 };
@@ -133,6 +138,9 @@ struct hp_proc {
 	struct hp_unwinder **unw;	/* [nworkers]; unw[i] touched by worker i only */
 	struct hp_memo *memo;		/* unwinds remembered (memo.c) */
 	struct hp_reuse *reuse;		/* feeding thread: stack tops (reuse.c) */
+	struct hp_py *py;		/* Python frames (python.c) */
+	struct hp_perfmap *jit;		/* JIT code's names (perfmap.c) */
+	struct hp_pyframe pyres[HEAPPROFD_PYFRAMES_MAX];	/* feeding thread */
 	/* feeding thread: jobs for the books, not handed over yet */
 	struct job *pend_head, *pend_tail;
 	unsigned npend;
@@ -147,6 +155,10 @@ struct hp_proc {
 	pid_t pid;
 	uint64_t session_id;
 	char comm[64];
+	char *exe, *cmdline;		/* for the formats that name the process; may be NULL */
+	hp_dump_sink_fn sink;		/* the dumping thread's: where dumps go besides files */
+	char kind[16];			/* the dumping thread's: what the next dumps are */
+	void *sink_arg;
 	unsigned flags;
 	pthread_mutex_t lock;		/* totals, note */
 	struct heapprofd_counters totals;
@@ -294,9 +306,13 @@ static void proc_put(struct hp_proc *pr)
 	pthread_mutex_destroy(&pr->lock);
 	hp_memo_free(pr->memo);
 	hp_reuse_free(pr->reuse);
+	hp_py_free(pr->py);
+	hp_perfmap_free(pr->jit);
 	free(pr->unw);
 	free(pr->reloads_w);
 	free(pr->unw_mem_w);
+	free(pr->exe);
+	free(pr->cmdline);
 	free(pr);
 }
 
@@ -324,6 +340,26 @@ static void worker_alloc(struct hp_pipeline *p, struct job *j)
 		else if (pr->memo && !j->kernel)	/* kernel records skip the memo */
 			hp_memo_insert(pr->memo, j->memo_gen, ps.alloc, &trace,
 				       j->frames, j->nframes);
+		/* The memo keeps the native frames; the books get the Python ones. */
+		if (j->npy && hp_py_ready(pr->py)) {
+			struct hp_uframe *f = malloc(p->max_frames * sizeof(*f));
+
+			if (f) {
+				int n = hp_py_splice(pr->py, j->frames, j->nframes, j->py, j->npy,
+						     f, p->max_frames);
+
+				if (n > 0) {
+					hp_uframes_put(j->frames, j->nframes);
+					free(j->frames);
+					j->frames = f;
+					j->nframes = n;
+				} else {
+					free(f);
+				}
+			}
+		}
+		/* JIT code, named from the perf map as it is now. */
+		hp_perfmap_name_frames(pr->jit, j->frames, j->nframes);
 	}
 }
 
@@ -529,6 +565,7 @@ static void books_dump(struct job *j)
 				    (unsigned long long)pr->b.unwind_errors,
 				    (unsigned long long)reloads(pr),
 				    (unsigned long long)pr->b.accounted);
+		hp_py_comment(pr->py, o);
 		hp_prof_add_comment(o, "stack reuse: %llu stacks completed from their thread's previous sample, %llu could not be (truncated)",
 				    (unsigned long long)rebuilt, (unsigned long long)missing);
 		{
@@ -577,7 +614,10 @@ static void books_events(struct job *j)
 			hp_bump(&pr->b.frames, ev->nframes);
 			if (ev->nframes <= 1)
 				hp_bump(&pr->b.unwind_errors, 1);
-			hp_books_alloc(pr->books, &a, ev->frames, ev->nframes, 1, ev->memo_id);
+			hp_books_alloc(pr->books, &a, ev->frames, ev->nframes, !ev->owned,
+				       ev->owned ? 0 : ev->memo_id);
+			if (ev->owned)
+				free(ev->frames);
 		}
 		if (!(pr->b.accounted & 63))
 			publish_stats(pr);
@@ -772,6 +812,11 @@ static void close_fds(const struct hp_proc_info *info)
 		close(info->proc_fd);
 }
 
+static int dup_fd(int fd)
+{
+	return fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
+}
+
 struct hp_proc *hp_proc_new(struct hp_pipeline *p, const struct hp_proc_info *info)
 {
 	struct hp_proc *pr = calloc(1, sizeof(*pr));
@@ -789,6 +834,8 @@ struct hp_proc *hp_proc_new(struct hp_pipeline *p, const struct hp_proc_info *in
 	for (char *c = pr->comm; *c; c++)
 		if ((unsigned char)*c < 0x20)
 			*c = '?';
+	pr->exe = info->exe ? strdup(info->exe) : NULL;
+	pr->cmdline = info->cmdline ? strdup(info->cmdline) : NULL;
 	clock_gettime(CLOCK_REALTIME, &pr->start);
 	pthread_mutex_init(&pr->lock, NULL);
 	pthread_mutex_init(&pr->ev_lock, NULL);
@@ -808,6 +855,14 @@ struct hp_proc *hp_proc_new(struct hp_pipeline *p, const struct hp_proc_info *in
 			.paths_ok = !info->foreign,
 		};
 
+		struct hp_target pt = t;
+
+		/* Python frames read the process on the feeding thread: fds of
+		 * their own. */
+		pt.proc_fd = dup_fd(t.proc_fd);
+		pr->py = hp_py_new(&pt, dup_fd(info->maps_fd), dup_fd(info->mem_fd),
+				   dup_fd(info->exe_fd), &p->elfs);
+		pr->jit = hp_perfmap_new(info->pid, dup_fd(t.proc_fd));
 		pr->unw[0] = hp_unwinder_new_at(&t, info->maps_fd, info->mem_fd,
 						info->exe_fd, &p->elfs);
 	} else
@@ -822,11 +877,15 @@ struct hp_proc *hp_proc_new(struct hp_pipeline *p, const struct hp_proc_info *in
 		for (i = 0; pr->unw && i < n; i++)
 			hp_unwinder_free(pr->unw[i]);
 		hp_books_free(pr->books);
+		hp_py_free(pr->py);
+		hp_perfmap_free(pr->jit);
 		pthread_mutex_destroy(&pr->lock);
 		pthread_mutex_destroy(&pr->ev_lock);
 		free(pr->unw);
 		free(pr->reloads_w);
 		free(pr->unw_mem_w);
+		free(pr->exe);
+		free(pr->cmdline);
 		free(pr);
 		return NULL;
 	}
@@ -949,7 +1008,7 @@ void hp_proc_flush(struct hp_proc *pr)
  * the event is in, -1 out of memory.
  */
 static int memo_event(struct hp_proc *pr, const struct hp_parsed *ps,
-		      const struct hp_stack_view *v, int unknown)
+		      const struct hp_stack_view *v, int unknown, int npy)
 {
 	const struct heapprofd_rec_alloc *a = ps->alloc;
 	const struct hp_uframe *fr;
@@ -979,6 +1038,38 @@ static int memo_event(struct hp_proc *pr, const struct hp_parsed *ps,
 	ev->frames = (struct hp_uframe *)fr;
 	ev->nframes = n;
 	ev->memo_id = id;
+	ev->owned = 0;
+	/* With Python frames: the native ones spliced into a copy of its own. */
+	if (npy) {
+		struct hp_uframe *f = malloc(pr->p->max_frames * sizeof(*f));
+		int m = f ? hp_py_splice(pr->py, fr, n, pr->pyres, npy, f,
+					 pr->p->max_frames) : 0;
+
+		if (m > 0) {
+			ev->frames = f;
+			ev->nframes = m;
+			ev->memo_id = 0;
+			ev->owned = 1;
+		} else {
+			free(f);
+		}
+	}
+	/* JIT code: named as it is now, in a copy (the memo's are lent). */
+	if (hp_perfmap_names_any(pr->jit, ev->frames, ev->nframes)) {
+		struct hp_uframe *f = ev->owned ? ev->frames :
+				      malloc(ev->nframes * sizeof(*f));
+
+		if (f) {
+			if (!ev->owned) {
+				memcpy(f, fr, ev->nframes * sizeof(*f));
+				hp_uframes_get(f, ev->nframes);
+			}
+			hp_perfmap_name_frames(pr->jit, f, ev->nframes);
+			ev->frames = f;
+			ev->memo_id = 0;
+			ev->owned = 1;
+		}
+	}
 	return 1;
 }
 
@@ -997,6 +1088,7 @@ static int free_event(struct hp_proc *pr, const struct heapprofd_rec_free *f)
 	ev->frames = NULL;
 	ev->nframes = 0;
 	ev->memo_id = 0;
+	ev->owned = 0;
 	return 0;
 }
 
@@ -1027,7 +1119,8 @@ int hp_proc_feed(struct hp_proc *pr, const void *rec, size_t len, char *why,
 	struct hp_parsed ps;
 	struct hp_stack_view view;
 	struct job *j = NULL;
-	int r, i, reused = 0;
+	int r, i, reused = 0, npy = 0;
+	size_t py_room = 0;
 
 	if (!pr || pr->ended) {
 		snprintf(why, whylen, "session already ended");
@@ -1051,12 +1144,14 @@ int hp_proc_feed(struct hp_proc *pr, const void *rec, size_t len, char *why,
 			return -1;
 		}
 		reused = hp_reuse_view(pr->reuse, ps.alloc, ps.stack, &view);
+		if (ps.npy)
+			npy = hp_py_resolve(pr->py, ps.py, ps.npy, pr->pyres);
 	}
 	if (ps.type == HEAPPROFD_REC_MAPS && pr->memo)
 		hp_memo_new_gen(pr->memo);
 	r = 0;
 	if (ps.type == HEAPPROFD_REC_ALLOC && pr->memo)
-		r = memo_event(pr, &ps, &view, reused == 2);
+		r = memo_event(pr, &ps, &view, reused == 2, npy);
 	else if (ps.type == HEAPPROFD_REC_FREE)
 		r = free_event(pr, ps.free) ? -1 : 1;
 	if (r) {
@@ -1069,15 +1164,30 @@ int hp_proc_feed(struct hp_proc *pr, const void *rec, size_t len, char *why,
 	}
 	if (reused)
 		len = hp_reuse_whole_len(&view);
-	j = rec_job(len);
+	else if (ps.npy)	/* the Python frames travel resolved, beside the record */
+		len -= ps.npy * sizeof(struct heapprofd_pyframe) + sizeof(struct heapprofd_pyframes);
+	py_room = (size_t)npy * sizeof(struct hp_pyframe);
+	j = rec_job(len + py_room);
 	if (!j) {
 		snprintf(why, whylen, "out of memory");
 		return -1;
 	}
-	if (reused)	/* for the unwinder: the stack made whole */
+	if (reused) {	/* for the unwinder: the stack made whole */
 		hp_reuse_build(ps.alloc, &view, reused == 2, j->rec);
-	else
+	} else {
 		memcpy(j->rec, rec, len);
+		if (ps.npy) {
+			struct heapprofd_rec_alloc *w = (struct heapprofd_rec_alloc *)j->rec;
+
+			w->hdr.flags &= ~HEAPPROFD_ALLOC_PYFRAMES;
+			w->hdr.len = (uint32_t)len;
+		}
+	}
+	if (npy) {
+		j->py = (struct hp_pyframe *)((uint8_t *)j->rec + ((len + 7) & ~(size_t)7));
+		memcpy(j->py, pr->pyres, py_room);
+		j->npy = npy;
+	}
 	j->len = len;
 	j->memo_gen = pr->memo ? hp_memo_gen(pr->memo) : 0;
 	j->kind = J_REC;
@@ -1207,6 +1317,17 @@ static int round_trip(struct hp_proc *pr, enum job_kind kind, struct waiter *w)
 	return 0;
 }
 
+void hp_proc_set_sink(struct hp_proc *pr, hp_dump_sink_fn fn, void *arg)
+{
+	pr->sink = fn;
+	pr->sink_arg = arg;
+}
+
+void hp_proc_set_dump_kind(struct hp_proc *pr, const char *kind)
+{
+	snprintf(pr->kind, sizeof(pr->kind), "%s", kind ? kind : "");
+}
+
 void hp_proc_sync(struct hp_proc *pr)
 {
 	struct waiter w = { 0 };
@@ -1214,86 +1335,24 @@ void hp_proc_sync(struct hp_proc *pr)
 	round_trip(pr, J_SYNC, &w);
 }
 
-/*
- * The files of one profile, all or none (outfile.h): each written to a
- * temporary file, then every one renamed into place. A full disk or a
- * planted link leaves the previous profile and no partial one.
- *
- * Under a limit (lim, may be NULL) the formats are written in this order,
- * pprof first: the first must fit or the profile fails with the limit's
- * reason; a later one that would pass the limit is left out (named in
- * lim->left_out) and the next are still tried.
- */
-static int write_one(const struct hp_prof *prof, const char *prefix, const char *mid,
-		     unsigned formats, const char *title, struct hp_out_limit *lim,
-		     char *why, size_t whylen)
+/* One profile's files (formats.h), then to the process's sink if it has one. */
+static int write_prof(struct hp_proc *pr, const struct hp_prof *prof, const char *prefix,
+		      const char *mid, unsigned formats, const char *title,
+		      struct hp_out_limit *lim, char *why, size_t whylen)
 {
-	static const struct { unsigned fmt; const char *ext; } kinds[] = {
-		{ HP_OUT_PPROF, ".pb.gz" }, { HP_OUT_FOLDED, ".folded" },
-		{ HP_OUT_TEXT, ".txt" }, { HP_OUT_SVG, ".svg" },
+	struct hp_prof_who who = {
+		.pid = pr->pid, .comm = pr->comm, .exe = pr->exe, .cmdline = pr->cmdline,
+		.kind = mid[0] == '.' ? mid + 1 : pr->kind,
 	};
-	struct hp_out *o;
-	char path[HP_OUT_PATH_MAX + 64];
-	int rc = 0, metric = hp_prof_metric(prof);
-	size_t n = 0, k, bad = 0;
+	struct hp_format_args a = { .metric = hp_prof_metric(prof), .title = title, .who = &who };
+	int rc = 0;
 
-	o = calloc(sizeof(kinds) / sizeof(kinds[0]), sizeof(*o));
-	if (!o) {
-		snprintf(why, whylen, "out of memory");
-		return -ENOMEM;
-	}
-	for (k = 0; k < sizeof(kinds) / sizeof(kinds[0]) && !rc; k++) {
-		FILE *f;
-
-		if (!(formats & kinds[k].fmt))
-			continue;
-		if (snprintf(path, sizeof(path), "%s%s%s", prefix, mid, kinds[k].ext) >=
-		    HP_OUT_PATH_MAX) {
-			snprintf(why, whylen, "%s%s%s: %s", prefix, mid, kinds[k].ext,
-				 strerror(ENAMETOOLONG));
-			rc = -ENAMETOOLONG;
-			break;
-		}
-		rc = hp_out_open(&o[n], path, 0644);
-		bad = n++;
-		if (rc)
-			break;
-		if (lim)
-			hp_out_set_limit(&o[bad], lim);
-		switch (kinds[k].fmt) {
-		case HP_OUT_PPROF:
-			rc = hp_pprof_write_out(prof, &o[bad]);
-			break;
-		case HP_OUT_FOLDED:
-			rc = hp_write_out(&o[bad], hp_folded_write, prof, metric);
-			break;
-		case HP_OUT_TEXT:
-			rc = hp_write_out(&o[bad], hp_text_write, prof, 0);
-			break;
-		default:
-			f = hp_out_stdio(&o[bad]);
-			if (f && (hp_svg_write(prof, metric, title, f) || fflush(f)))
-				hp_out_fail(&o[bad], EIO, "writing");
-			rc = o[bad].err ? -o[bad].err : 0;
-			break;
-		}
-		if (rc && o[bad].over && bad > 0) {
-			/* Past the limit: this one is left out, the next may fit. */
-			lim->left_out |= kinds[k].fmt;
-			hp_out_abort(&o[bad]);
-			n = bad;
-			rc = 0;
-		}
-	}
-	if (!rc)
-		rc = hp_out_commit_all(o, n, &bad);
-	if (rc) {
-		if (o[bad].why[0])
-			snprintf(why, whylen, "%s", o[bad].why);
-		for (k = 0; k < n; k++)
-			hp_out_abort(&o[k]);
-	}
-	free(o);
+	if (formats & ~HP_OUT_NOSYMS)
+		rc = hp_formats_write(prof, prefix, mid, formats & ~HP_OUT_NOSYMS, &a, lim, why,
+				      whylen);
+	/* Sent whether or not the files could be written: each is a copy. */
+	if (pr->sink)
+		pr->sink(pr->sink_arg, prof, &a, rc);
 	return rc;
 }
 
@@ -1303,6 +1362,20 @@ static int write_one(const struct hp_prof *prof, const char *prefix, const char 
  * as before; files whose debug info may come from debuginfod are waited
  * for by a final dump up to its bound, by other dumps not at all.
  */
+/* Addresses in no file that the perf map names now (a map written late). */
+static void name_jit(struct hp_proc *pr, struct hp_prof *p)
+{
+	char name[256];
+
+	for (uint32_t i = 0; pr->jit && i < p->nlocs; i++) {
+		struct hp_prof_loc *l = &p->locs[i];
+
+		if (!l->map && !l->func && l->addr &&
+		    hp_perfmap_name(pr->jit, l->addr, name, sizeof(name)))
+			l->func = hp_prof_str(p, name);
+	}
+}
+
 static void name_locations(struct hp_proc *pr, struct waiter *w, int final)
 {
 	uint64_t wait = final ? pr->p->sym_wait_ms : 0;
@@ -1316,6 +1389,7 @@ static void name_locations(struct hp_proc *pr, struct waiter *w, int final)
 		if (!(w->which & whiches[i]))
 			continue;
 		left = hp_symbolize_prof(outs[i], &w->want[i], deadline);
+		name_jit(pr, outs[i]);
 		if (left)
 			hp_prof_add_comment(outs[i], "symbolization: %zu of %zu locations left unnamed: their debug info was still being looked up (debuginfod) after %llu ms; `heapprofctl symbolize` can name them later",
 					    left, w->want[i].n, (unsigned long long)wait);
@@ -1356,13 +1430,13 @@ int hp_proc_dump_limited(struct hp_proc *pr, const char *path_prefix, unsigned f
 	name_locations(pr, &w, final);
 	snprintf(title, sizeof(title), "%s (pid %d)", pr->comm, (int)pr->pid);
 	if (which & HP_DUMP_NOW)
-		rc = write_one(&w.now, path_prefix, "", formats, title, lim, whybuf,
-			       sizeof(whybuf));
+		rc = write_prof(pr, &w.now, path_prefix, "", formats, title, lim, whybuf,
+				sizeof(whybuf));
 	if (!rc && (which & HP_DUMP_PEAK)) {
 		snprintf(title, sizeof(title), "%s (pid %d): at its in-use peak", pr->comm,
 			 (int)pr->pid);
-		rc = write_one(&w.peak, path_prefix, which & HP_DUMP_NOW ? ".peak" : "",
-			       formats, title, lim, whybuf, sizeof(whybuf));
+		rc = write_prof(pr, &w.peak, path_prefix, which & HP_DUMP_NOW ? ".peak" : "",
+				formats, title, lim, whybuf, sizeof(whybuf));
 	}
 	if (rc && why)
 		snprintf(why, whylen, "%s", whybuf);
@@ -1422,6 +1496,7 @@ void hp_proc_get_stats(struct hp_proc *pr, struct hp_proc_stats *st)
 	for (int i = 0; i < pr->p->nworkers; i++)
 		st->mem_bytes += __atomic_load_n(&pr->unw_mem_w[i], __ATOMIC_RELAXED);
 	st->mem_bytes += hp_reuse_mem(pr->reuse);
+	st->mem_bytes += hp_py_mem(pr->py) + hp_perfmap_mem(pr->jit);
 	hp_reuse_stats(pr->reuse, &st->reuse_rebuilt, &st->reuse_missing);
 	if (pr->memo) {
 		uint64_t hits, misses;

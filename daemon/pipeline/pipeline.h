@@ -60,6 +60,8 @@ struct hp_proc_info {
 	int foreign;
 	int has_proc_fd;	/* proc_fd is set (a 0 from memset is not an fd) */
 	int proc_fd;		/* /proc/<pid> of that very process; ownership passes */
+	const char *exe;	/* its executable and command line, for the formats */
+	const char *cmdline;	/* that name the process (OTLP); copied; may be NULL */
 };
 
 /* Takes the first maps snapshot now (the process may be gone later). */
@@ -104,11 +106,15 @@ void hp_proc_flush(struct hp_proc *pr);
 /* Exact totals and drop counts from the control page, shown beside estimates. */
 void hp_proc_set_totals(struct hp_proc *pr, const struct heapprofd_counters *copy);
 
+/*
+ * A set of output formats: a bit per entry of formats.h's table (by its
+ * place there). The first four have names here for the daemon's own use.
+ */
 #define HP_OUT_PPROF	(1U << 0)	/* PREFIX.pb.gz */
 #define HP_OUT_FOLDED	(1U << 1)	/* PREFIX.folded */
-#define HP_OUT_SVG	(1U << 2)	/* PREFIX.svg */
-#define HP_OUT_TEXT	(1U << 3)	/* PREFIX.txt */
-#define HP_OUT_NOSYMS	(1U << 8)	/* build ids + addresses only (for `symbolize`) */
+#define HP_OUT_TEXT	(1U << 2)	/* PREFIX.txt */
+#define HP_OUT_SVG	(1U << 3)	/* PREFIX.svg */
+#define HP_OUT_NOSYMS	(1U << 16)	/* build ids + addresses only (for `symbolize`) */
 
 #define HP_DUMP_NOW	(1U << 0)	/* current state: PREFIX.* */
 #define HP_DUMP_PEAK	(1U << 1)	/* state at the in-use peak: PREFIX.peak.* when
@@ -144,6 +150,22 @@ int hp_proc_dump_why(struct hp_proc *pr, const char *path_prefix, unsigned forma
 struct hp_out_limit;
 int hp_proc_dump_limited(struct hp_proc *pr, const char *path_prefix, unsigned formats,
 			 unsigned which, struct hp_out_limit *lim, char *why, size_t whylen);
+
+/*
+ * Where a process's dumps go besides its files (the daemon's exports):
+ * called on the dumping thread for every profile of a dump (now, peak),
+ * with the arguments its formats got (a->who->kind: "", "peak", ...) and
+ * what writing its files returned. It must not keep prof. NULL: none.
+ */
+struct hp_prof;
+struct hp_format_args;
+typedef void (*hp_dump_sink_fn)(void *arg, const struct hp_prof *prof,
+				const struct hp_format_args *a, int files_rc);
+void hp_proc_set_sink(struct hp_proc *pr, hp_dump_sink_fn fn, void *arg);
+/* What the next dumps' "now" profiles are, for the formats that say so
+ * (OTLP's heapprofd.dump attribute): "oom", "pressure"; NULL or "": a
+ * plain dump. The dumping thread's, like hp_proc_dump. */
+void hp_proc_set_dump_kind(struct hp_proc *pr, const char *kind);
 
 /* Wait until every record fed so far is accounted (tests, fuzzing). */
 void hp_proc_sync(struct hp_proc *pr);

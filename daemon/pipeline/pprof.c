@@ -12,6 +12,7 @@
 
 #include <zlib.h>
 
+#include "formats.h"
 #include "internal.h"
 #include "profile.pb-c.h"
 
@@ -552,3 +553,14 @@ out:
 	perftools__profiles__profile__free_unpacked(pr, NULL);
 	return rc;
 }
+
+static int pprof_fmt(const struct hp_prof *p, const struct hp_format_args *a, struct hp_out *o)
+{
+	(void)a;
+	return hp_pprof_write_out(p, o);
+}
+
+const struct hp_format hp_format_pprof = {
+	.name = "pprof", .ext = ".pb.gz", .what = "pprof (go tool pprof, heapprofctl report)",
+	.flags = HP_FMT_DEFAULT, .write = pprof_fmt,
+};

@@ -5,11 +5,13 @@
  * (rectangles with <title> for hover; opens in any browser) and a text
  * table of the top call sites with requested vs usable bytes.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats.h"
 #include "internal.h"
 
 /* A folded line's frame: runs of plain bytes in one fwrite (a character
@@ -641,3 +643,39 @@ int hp_text_write(const struct hp_prof *p, int top, FILE *f)
 
 	return hp_text_write_opts(p, &o, f);
 }
+
+/* ---- their entries in the table of formats (formats.h) --------------------- */
+
+static int folded_fmt(const struct hp_prof *p, const struct hp_format_args *a, struct hp_out *o)
+{
+	return hp_write_out(o, hp_folded_write, p, a ? a->metric : hp_prof_metric(p));
+}
+
+static int text_fmt(const struct hp_prof *p, const struct hp_format_args *a, struct hp_out *o)
+{
+	(void)a;
+	return hp_write_out(o, hp_text_write, p, 0);
+}
+
+static int svg_fmt(const struct hp_prof *p, const struct hp_format_args *a, struct hp_out *o)
+{
+	FILE *f = hp_out_stdio(o);
+
+	if (f && (hp_svg_write(p, a ? a->metric : hp_prof_metric(p), a ? a->title : NULL, f) ||
+		  fflush(f)))
+		hp_out_fail(o, EIO, "writing");
+	return o->err ? -o->err : 0;
+}
+
+const struct hp_format hp_format_folded = {
+	.name = "folded", .ext = ".folded", .what = "folded stacks (flamegraph.pl, speedscope)",
+	.flags = HP_FMT_DEFAULT | HP_FMT_HEAVY, .write = folded_fmt,
+};
+const struct hp_format hp_format_text = {
+	.name = "text", .ext = ".txt", .what = "tables of call sites and functions",
+	.flags = HP_FMT_DEFAULT, .write = text_fmt,
+};
+const struct hp_format hp_format_svg = {
+	.name = "svg", .ext = ".svg", .what = "a flame graph",
+	.flags = HP_FMT_DEFAULT | HP_FMT_HEAVY, .write = svg_fmt,
+};

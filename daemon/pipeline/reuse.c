@@ -329,6 +329,7 @@ void hp_reuse_build(const struct heapprofd_rec_alloc *a, const struct hp_stack_v
 
 uint16_t hp_reuse_flags(uint16_t flags, int unknown)
 {
+	flags &= ~HEAPPROFD_ALLOC_PYFRAMES;	/* they travel resolved (python.c) */
 	if (!(flags & (HEAPPROFD_ALLOC_STACK_REUSED | HEAPPROFD_ALLOC_STACK_DELTA)))
 		return flags;
 	flags &= ~(HEAPPROFD_ALLOC_STACK_REUSED | HEAPPROFD_ALLOC_STACK_DELTA);

@@ -400,6 +400,38 @@ static void add_frame(struct uctx *c, struct hp_uframe *f, const struct hp_ufram
 	}
 }
 
+/* Does the unwind information of a file cover ip? (JIT code, and code
+ * some runtimes put in their binaries without any, have none.) */
+static int has_cfi(struct uctx *c, uint64_t ip)
+{
+	unw_proc_info_t pi;
+
+	memset(&pi, 0, sizeof(pi));
+	if (find_proc_info(c->u->as, ip, &pi, 0, c) < 0)
+		return 0;
+	_UPT_put_unwind_info(c->u->as, &pi, c);
+	return 1;
+}
+
+/*
+ * One step by the frame-pointer chain from the frame record at fp (the
+ * caller's frame pointer, then the return address, above it: x86-64's and
+ * aarch64's layout alike), within the copied stack only, to a return
+ * address in executable memory and a caller's record above this one.
+ */
+static int fp_step(struct uctx *c, uint64_t fp, uint64_t *ip, uint64_t *next_fp)
+{
+	const struct hp_mapping *m;
+
+	if (!fp || (fp & 7) || fp < c->sp || fp - c->sp + 16 > c->stack_len ||
+	    read_mem(c, fp, next_fp, 8) || read_mem(c, fp + 8, ip, 8))
+		return -1;
+	if (!*ip || (*next_fp && *next_fp <= fp))
+		return -1;
+	m = lookup_map(c, *ip);
+	return m && (m->prot & 4) ? 0 : -1;
+}
+
 int hp_unwind(struct hp_unwinder *u, const struct heapprofd_rec_alloc *a,
 	      const uint8_t *stack, uint32_t stack_len, struct hp_uframe *out,
 	      int max, struct hp_utrace *t)
@@ -409,8 +441,12 @@ int hp_unwind(struct hp_unwinder *u, const struct heapprofd_rec_alloc *a,
 		.sp = a->regs[HEAPPROFD_X86_64_SP], .stack_top = a->stack_top,
 		.t = t,
 	};
+	/* Where libunwind is started again below code without CFI: the
+	 * record's registers but for pc, sp and fp, which come from traced
+	 * stack words (so a memo entry stays a function of what it read). */
+	struct heapprofd_rec_alloc again;
 	unw_cursor_t cur;
-	int n = 0;
+	int n = 0, restarts = 0;
 
 	if (t) {
 		t->ok = 1;
@@ -426,18 +462,40 @@ int hp_unwind(struct hp_unwinder *u, const struct heapprofd_rec_alloc *a,
 		untraceable(&c);
 		return n;
 	}
-	while (n < max) {
-		unw_word_t ip;
-		int r = unw_step(&cur);
+	for (;;) {
+		unw_word_t ip, fp;
+		uint64_t rip, next_fp;
 
-		if (r < 0)
-			untraceable(&c);	/* an error, not the outermost frame */
-		if (r <= 0)
+		while (n < max) {
+			int r = unw_step(&cur);
+
+			if (r < 0)
+				untraceable(&c);	/* an error, not the outermost frame */
+			if (r <= 0)
+				break;
+			if (unw_get_reg(&cur, UNW_REG_IP, &ip) < 0 || !ip)
+				break;
+			add_frame(&c, &out[n], &out[n - 1], ip);
+			n++;
+		}
+		/*
+		 * Stopped in code without CFI (JIT-compiled code, a runtime's
+		 * generated stubs): walk one frame up its frame-pointer chain,
+		 * then let libunwind go on from the caller.
+		 */
+		if (n >= max || n < 2 || restarts >= 64 || has_cfi(&c, out[n - 1].pc - 1) ||
+		    unw_get_reg(&cur, UNW_X86_64_RBP, &fp) < 0 || fp_step(&c, fp, &rip, &next_fp))
 			break;
-		if (unw_get_reg(&cur, UNW_REG_IP, &ip) < 0 || !ip)
-			break;
-		add_frame(&c, &out[n], &out[n - 1], ip);
+		add_frame(&c, &out[n], &out[n - 1], rip);
 		n++;
+		again = *a;
+		again.regs[HEAPPROFD_REG_PC] = rip;
+		again.regs[HEAPPROFD_REG_SP] = fp + 16;
+		again.regs[HEAPPROFD_REG_FP] = next_fp;
+		c.a = &again;
+		restarts++;
+		if (unw_init_remote(&cur, u->as, &c) < 0)
+			break;
 	}
 	return n;
 }

@@ -90,5 +90,6 @@ def inuse(path):
     return t + d, total, peak
 
 
-for p in sys.argv[1:]:
-    print('%s %d %d %d' % ((p,) + inuse(p)))
+if __name__ == '__main__':
+    for p in sys.argv[1:]:
+        print('%s %d %d %d' % ((p,) + inuse(p)))

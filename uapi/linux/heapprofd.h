@@ -243,6 +243,7 @@ struct heapprofd_config {
  * ignored (unlike flags, whose unknown bits void the config).
  */
 #define HEAPPROFD_CAP_STACK_DELTA	_BITUL(0) /* HEAPPROFD_ALLOC_STACK_DELTA */
+#define HEAPPROFD_CAP_PYFRAMES		_BITUL(1) /* HEAPPROFD_ALLOC_PYFRAMES */
 
 #define HEAPPROFD_STACK_CAP_DEFAULT	(64U << 10)
 #define HEAPPROFD_INTERVAL_DEFAULT	(4096ULL)
@@ -302,6 +303,7 @@ enum heapprofd_rec_type {
 	HEAPPROFD_REC_KERNEL_FIRST = 0x100,
 	HEAPPROFD_REC_KLOST	= 0x100,	/* struct heapprofd_rec_klost */
 	HEAPPROFD_REC_DMABUF	= 0x101,	/* struct heapprofd_rec_dmabuf */
+	HEAPPROFD_REC_OOM	= 0x102,	/* struct heapprofd_rec_oom */
 };
 
 /*
@@ -376,6 +378,7 @@ enum heapprofd_arch {
 #define HEAPPROFD_ALLOC_EXACT		_BITUL(1) /* est_size is the size */
 #define HEAPPROFD_ALLOC_STACK_REUSED	_BITUL(2) /* stack_reused is set */
 #define HEAPPROFD_ALLOC_STACK_DELTA	_BITUL(3) /* the stack as changes (below) */
+#define HEAPPROFD_ALLOC_PYFRAMES	_BITUL(4) /* Python frames at the end (below) */
 
 /*
  * The most a record may take from its thread's previous record (below):
@@ -496,6 +499,36 @@ struct heapprofd_delta_run {
 	__u32 len;
 };
 
+/*
+ * Python frames (an addition to ABI 5): with HEAPPROFD_ALLOC_PYFRAMES the
+ * record ends with nframes struct heapprofd_pyframe, innermost first, and
+ * then a struct heapprofd_pyframes (its last 8 bytes); they come after
+ * everything else the record carries (stack or delta, padded to
+ * HEAPPROFD_REC_ALIGN). Each is one frame of the CPython interpreter the
+ * sampling thread was running: the address of the frame's code object and
+ * of the last instruction it started (in the process's memory, where the
+ * consumer reads names, files and line tables); bit 0 of instr, never set
+ * in an instruction's address, says that the frame was the first of its
+ * call of the interpreter's C function (so the consumer knows which Python
+ * frames replace which native interpreter frame). nframes is at most
+ * HEAPPROFD_PYFRAMES_MAX; the outermost frames of a deeper stack are left
+ * out. Written only to a consumer that set HEAPPROFD_CAP_PYFRAMES; the
+ * kernel never writes it. The producer writes these only for an
+ * interpreter whose layout it knows (client.rst, Python frames).
+ */
+#define HEAPPROFD_PYFRAMES_MAX		256
+#define HEAPPROFD_PYFRAME_ENTRY		1ULL	/* in instr */
+
+struct heapprofd_pyframe {
+	__u64 code;
+	__u64 instr;
+};
+
+struct heapprofd_pyframes {
+	__u32 nframes;
+	__u32 resv;		/* zero */
+};
+
 /* The free of a sampled address, ordered after its allocation by seq. */
 struct heapprofd_rec_free {
 	struct heapprofd_rec_hdr hdr;
@@ -548,6 +581,17 @@ struct heapprofd_rec_klost {
 	struct heapprofd_rec_hdr hdr;
 	__u64 records;		/* kernel records dropped since the last KLOST */
 	__u64 bytes;		/* est_size of the dropped ALLOC records */
+};
+
+/*
+ * The OOM killer chose the session's process (the kernel's oom:mark_victim
+ * event, seen by the module): queued for the session as soon as it is
+ * chosen, before the process is gone. Nothing follows from the process.
+ */
+struct heapprofd_rec_oom {
+	struct heapprofd_rec_hdr hdr;
+	__u32 pid;		/* the victim, in the module's (initial) pid namespace */
+	__u32 uid;		/* its uid, as the event gives it */
 };
 
 struct heapprofd_rec_dmabuf {

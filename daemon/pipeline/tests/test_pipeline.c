@@ -30,6 +30,8 @@
 #include "../internal.h"
 #include "capture.h"
 #include "profile.pb-c.h"
+#include "../formats.h"
+#include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb-c.h"
 
 static char tmpdir[256];
 static struct hp_pipeline *P;
@@ -2611,6 +2613,131 @@ static void test_budget_hooks(void)
 	hp_elfcache_fini(&c);
 }
 
+/* Is s valid UTF-8 (what a protobuf string must be)? */
+static int utf8_ok(const char *s)
+{
+	const unsigned char *c = (const unsigned char *)s;
+
+	while (*c) {
+		int n = *c < 0x80 ? 0 : (*c & 0xE0) == 0xC0 ? 1 : (*c & 0xF0) == 0xE0 ? 2 :
+			(*c & 0xF8) == 0xF0 ? 3 : -1;
+
+		if (n < 0 || (n == 1 && *c < 0xC2))
+			return 0;
+		for (c++; n > 0; n--, c++)
+			if ((*c & 0xC0) != 0x80)
+				return 0;
+	}
+	return 1;
+}
+
+/*
+ * The table of formats, and the OTLP encoding of a profile whose names are
+ * not UTF-8 (a hostile program's): one profile per sample type with the
+ * same values as the samples, the dictionary's zero entries, every string
+ * valid UTF-8.
+ */
+static void test_formats_otlp(void)
+{
+	Opentelemetry__Proto__Collector__Profiles__V1development__ExportProfilesServiceRequest *r;
+	struct hp_prof_who who = { .pid = 42, .comm = "bad\xff\xfe", .exe = "/bin/x\xc3",
+				   .cmdline = "x \xed\xa0\x80 y", .host = "h", .kind = "oom" };
+	struct hp_format_args a = { .who = &who };
+	struct hp_prof_loc l = { 0 };
+	struct hp_prof_map m = { .start = 0x1000, .limit = 0x2000, .file = "/lib/\xc0\xafx.so",
+				 .build_id = "abcd" };
+	int64_t v[HP_NV] = { 0 }, sum = 0;
+	unsigned set = 0;
+	uint32_t st[1];
+	struct hp_prof p;
+	size_t len, bad = 0;
+	uint8_t *buf;
+	char why[300];
+	int rc;
+
+	rc = hp_formats_parse("pprof,otlp", &set, why, sizeof(why));
+	ok(!rc && set == (HP_OUT_PPROF | hp_format_bit(&hp_format_otlp)),
+	   "formats: \"pprof,otlp\" is the set of those two (0x%x)", set);
+	rc = hp_formats_parse("pprof,gif", &set, why, sizeof(why));
+	ok(rc < 0 && strstr(why, "'gif'") && strstr(why, "otlp"),
+	   "formats: an unknown name is refused, naming the formats there are: %s", why);
+	ok(hp_format_by_name("svg") == &hp_format_svg && !strcmp(hp_format_svg.ext, ".svg") &&
+	   (hp_formats_with(HP_FMT_DEFAULT) & (HP_OUT_PPROF | HP_OUT_FOLDED | HP_OUT_TEXT | HP_OUT_SVG)) ==
+	   (HP_OUT_PPROF | HP_OUT_FOLDED | HP_OUT_TEXT | HP_OUT_SVG) &&
+	   !(hp_formats_with(HP_FMT_DEFAULT) & hp_format_bit(&hp_format_otlp)),
+	   "formats: the four of old are the default set, otlp is not");
+
+	hp_prof_init(&p);
+	p.time_ns = 1000;
+	p.duration_ns = 5;
+	l.map = hp_prof_add_map(&p, &m) + 1;
+	l.addr = 0x1100;
+	l.func = hp_prof_str(&p, "f\x80\x80oo");
+	st[0] = hp_prof_add_loc(&p, &l);
+	v[HP_V_INUSE_SPACE] = 4096;
+	v[HP_V_ALLOC_SPACE] = 8192;
+	v[HP_V_ALLOC_OBJ] = 2;
+	hp_prof_add_sample(&p, st, 1, v, "libc.malloc");
+	rc = hp_format_encode(&hp_format_otlp, &p, &a, &buf, &len, why, sizeof(why));
+	ok(rc == 0 && len > 0, "otlp: encoded, %zu bytes%s%s", len, rc ? ": " : "", rc ? why : "");
+	if (rc) {
+		hp_prof_free(&p);
+		return;
+	}
+	r = opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__unpack(
+		NULL, len, buf);
+	ok(r && r->dictionary && r->n_resource_profiles == 1 &&
+	   r->resource_profiles[0]->n_scope_profiles == 1 &&
+	   r->resource_profiles[0]->scope_profiles[0]->n_profiles == 4,
+	   "otlp: one resource, one scope, 4 profiles (no dmabuf samples)");
+	if (r && r->dictionary && r->n_resource_profiles == 1 &&
+	    r->resource_profiles[0]->scope_profiles[0]->n_profiles == 4) {
+		Opentelemetry__Proto__Profiles__V1development__ProfilesDictionary *d = r->dictionary;
+		Opentelemetry__Proto__Resource__V1__Resource *res = r->resource_profiles[0]->resource;
+		Opentelemetry__Proto__Profiles__V1development__ScopeProfiles *sp =
+			r->resource_profiles[0]->scope_profiles[0];
+
+		for (size_t i = 0; i < d->n_string_table; i++)
+			bad += !utf8_ok(d->string_table[i]);
+		for (size_t i = 0; res && i < res->n_attributes; i++)
+			bad += res->attributes[i]->value->value_case ==
+			       OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_STRING_VALUE &&
+			       !utf8_ok(res->attributes[i]->value->string_value);
+		ok(bad == 0 && d->n_string_table > 1, "otlp: all %zu strings and the resource's are valid UTF-8 (%zu not)",
+		   d->n_string_table, bad);
+		ok(d->n_string_table && !d->string_table[0][0] && d->n_mapping_table == 2 &&
+		   !d->mapping_table[0]->memory_start && d->n_location_table == 2 &&
+		   !d->location_table[0]->address && d->n_function_table == 2 &&
+		   !d->function_table[0]->name_strindex && d->n_stack_table == 2 &&
+		   !d->stack_table[0]->n_location_indices && d->n_link_table == 1 &&
+		   d->n_attribute_table > 1 && !d->attribute_table[0]->key_strindex,
+		   "otlp: every dictionary table starts with its zero entry");
+		for (size_t i = 0; i < sp->n_profiles; i++) {
+			const char *t = d->string_table[sp->profiles[i]->sample_type->type_strindex];
+			int64_t want = !strcmp(t, "alloc_objects") ? 2 : !strcmp(t, "alloc_space") ? 8192 :
+				       !strcmp(t, "inuse_space") ? 4096 : 0;
+
+			for (size_t k = 0; k < sp->profiles[i]->n_samples; k++)
+				sum += sp->profiles[i]->samples[k]->values[0];
+			if (sp->profiles[i]->n_samples != (want ? 1u : 0u) ||
+			    (want && sp->profiles[i]->samples[0]->values[0] != want))
+				bad++;
+		}
+		ok(bad == 0 && sum == 2 + 8192 + 4096 && sp->profiles[0]->time_unix_nano == 1000 &&
+		   sp->profiles[0]->duration_nano == 5,
+		   "otlp: each sample type's profile has the sample's value (%lld in all), zeros left out",
+		   (long long)sum);
+		ok(d->mapping_table[1]->n_attribute_indices == 1 &&
+		   !strcmp(d->string_table[d->attribute_table[d->mapping_table[1]->attribute_indices[0]]->key_strindex],
+			   "process.executable.build_id.gnu"),
+		   "otlp: the mapping carries its build id");
+	}
+	opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__free_unpacked(
+		r, NULL);
+	free(buf);
+	hp_prof_free(&p);
+}
+
 int main(void)
 {
 	struct hp_pipeline_opts o = { .unwind_workers = 2 };
@@ -2659,6 +2786,7 @@ int main(void)
 	test_drop_frames_and_cum();
 	test_timeline();
 	test_budget_hooks();
+	test_formats_otlp();
 	hp_pipeline_free(P);
 	ok(1, "pipeline: shuts down cleanly");
 	if (!tap_failed && !getenv("HP_KEEP")) {

@@ -4,7 +4,7 @@
 PL_TSRC    := $(PL_DIR)/tests
 PL_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 PL_TSAN    := -fsanitize=thread
-PL_LIBSRC  := $(PL_NAMES:%=$(PL_DIR)/%.c) $(PL_GEN)/profile.pb-c.c
+PL_LIBSRC  := $(PL_NAMES:%=$(PL_DIR)/%.c) $(PL_GEN)/profile.pb-c.c $(PL_OTEL_C)
 PL_TDEPS   := $(PL_LIBSRC) $(PL_HDRS) $(wildcard $(PL_TSRC)/*.[ch])
 # The call chains are built without sanitizers: O0 with frame pointers, O2
 # without (only DWARF unwinds those).
@@ -49,6 +49,16 @@ $(PL_TDIR)/test_pipeline_tsan: $(PL_TDEPS) $(PL_TARGET_OBJS) $(PL_DLTEST) $(PL_S
 	$(PL_CC) $(PL_WARN) -g -O1 $(PL_TDEFS) $(PL_TSAN) $(PIPELINE_CFLAGS) -o $@ $(PL_TSRC)/test_pipeline.c \
 		$(PL_LIBSRC) $(PL_TARGET_OBJS) $(PIPELINE_LIBS)
 
+# Python frames, location tables and perf maps against hostile input.
+$(PL_TDIR)/test_runtimes: $(PL_TDEPS)
+	@mkdir -p $(PL_TDIR)
+	$(PL_CC) $(PL_WARN) -g -O1 $(PIPELINE_CFLAGS) -o $@ $(PL_TSRC)/test_runtimes.c \
+		$(PL_LIBSRC) $(PIPELINE_LIBS)
+$(PL_TDIR)/test_runtimes_asan: $(PL_TDEPS)
+	@mkdir -p $(PL_TDIR)
+	$(PL_CC) $(PL_WARN) -g -O1 $(PL_SAN) $(PIPELINE_CFLAGS) -o $@ $(PL_TSRC)/test_runtimes.c \
+		$(PL_LIBSRC) $(PIPELINE_LIBS)
+
 # libFuzzer over hp_proc_feed's parser and the unwinder's inputs.
 FUZZ_RUNS ?= 20000
 FUZZ_SECS ?= 60
@@ -85,8 +95,10 @@ PL_RUN_T = echo "\# pipeline tests ($(1))"; out=$$($(2) 2>&1); rc=$$?; \
 		echo "not ok - pipeline tests [$(1)]: exited $$rc without naming a failed test"; fi
 
 # Three builds of the tests (plain, ASan+UBSan, TSan), then a short fuzz run.
-pipeline-check: $(PL_TDIR)/test_pipeline $(PL_TDIR)/test_pipeline_asan $(PL_TDIR)/test_pipeline_tsan $(PL_TDIR)/fuzz_feed $(PL_TDIR)/fuzz_pprof
+pipeline-check: $(PL_TDIR)/test_pipeline $(PL_TDIR)/test_pipeline_asan $(PL_TDIR)/test_pipeline_tsan $(PL_TDIR)/fuzz_feed $(PL_TDIR)/fuzz_pprof $(PL_TDIR)/test_runtimes $(PL_TDIR)/test_runtimes_asan
 	@$(call PL_RUN_T,plain,$(PL_TDIR)/test_pipeline)
+	@$(call PL_RUN_T,runtimes,$(PL_TDIR)/test_runtimes)
+	@$(call PL_RUN_T,runtimes asan,env ASAN_OPTIONS=detect_leaks=1 $(PL_TDIR)/test_runtimes_asan)
 	@$(call PL_RUN_T,asan,env ASAN_OPTIONS=detect_leaks=1 $(PL_TDIR)/test_pipeline_asan)
 	@$(call PL_RUN_T,tsan,env TSAN_OPTIONS=halt_on_error=1 setarch -R $(PL_TDIR)/test_pipeline_tsan)
 	@$(call PL_RUN_FUZZ,fuzz_feed,$(FUZZ_RUNS),$(FUZZ_SECS),1,pipeline fuzz: records + unwinder)
