@@ -258,6 +258,7 @@ int main(int argc, char **argv)
 	hpd_budget_defaults(hpd_opts.private_mode);
 	hpd_mem_defaults(hpd_opts.private_mode);
 	raise_fd_limit();
+	hpd_fd_budget_init();
 
 	sigemptyset(&ss);
 	sigaddset(&ss, SIGINT);

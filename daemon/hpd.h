@@ -140,7 +140,8 @@ struct hpd_rule *hpd_rule_owned_by(struct hpd_ctlconn *o);
 #define HPD_HELLO_DEADLINE_MS	1000	/* a connection says hello within this */
 #define HPD_PENDING_MAX		256	/* connections yet to say hello, all users */
 #define HPD_PENDING_PER_UID	32	/* ... of one uid */
-#define HPD_SESSIONS_PER_UID	256	/* user-space transport sessions of one uid */
+#define HPD_SESSIONS_PER_UID	256	/* sessions of one uid, at most (fd_budget.c) */
+#define HPD_FDS_PER_SESSION	20	/* descriptors a session may hold (fd_budget.c) */
 #define HPD_ACCEPT_BACKOFF_MS	100	/* out of fds: stop accepting this long */
 
 /* ---- out_budget.c: what the daemon may write (admin guide, Limits) ---- */
@@ -487,8 +488,14 @@ int hpd_socket_listen(const char *path);
 int hpd_socket_adopt(int fd);
 /* Close connections past their hello deadline; ms until the next one, or -1. */
 int hpd_socket_expire(uint64_t now_ms);
-unsigned hpd_sessions_of_uid(uid_t uid);
 int hpd_socket_enable_dormant(struct hpd_session *s, struct hpd_rule *r);
+
+/* ---- fd_budget.c: one user's sessions never take the daemon's descriptors ---- */
+void hpd_fd_budget_init(void);		/* after the limit is raised */
+unsigned hpd_sessions_of_uid(uid_t uid);	/* live sessions, every transport */
+unsigned hpd_fd_sessions_cap(void);	/* sessions one uid (not root) may hold */
+/* May a session of uid be taken on? 0, or -EUSERS/-EMFILE (said in the log). */
+int hpd_fd_admit(uid_t uid, pid_t pid);
 
 /* ---- transport_kernel.c ---- */
 int hpd_kernel_init(void);	/* 0: module in use; -errno: not available */

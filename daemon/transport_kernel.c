@@ -105,6 +105,12 @@ int hpd_kernel_attach(uint64_t session_id, pid_t pid, struct hpd_rule *r)
 		info.uid = (uint32_t)-1;
 	}
 	info.comm[sizeof(info.comm) - 1] = 0;
+	/* Refused, the session goes back to the module unattended. */
+	rc = hpd_fd_admit(info.uid, at.pid);
+	if (rc) {
+		close(cfd);
+		return rc;
+	}
 	s = hpd_session_new(HPD_T_KERNEL, at.pid, info.comm[0] ? info.comm : "?");
 	if (!s) {
 		close(cfd);

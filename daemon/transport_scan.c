@@ -102,6 +102,16 @@ int hpd_scan_attach(pid_t pid, struct hpd_rule *r, char *err, size_t errlen)
 		snprintf(err, errlen, "pidfd_open(%d): %s", (int)pid, strerror(errno));
 		return -errno;
 	}
+	/* Its user's share of the daemon's descriptors (fd_budget.c). */
+	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+	rc = stat(path, &st) ? -errno : hpd_fd_admit(st.st_uid, pid);
+	if (rc) {
+		snprintf(err, errlen, "pid %d not taken on: %s", (int)pid,
+			 rc == -EUSERS ? "its user has as many sessions as the daemon allows one user" :
+			 strerror(-rc));
+		close(pidfd);
+		return rc;
+	}
 	fd = syscall(SYS_pidfd_getfd, pidfd, memfd_no, 0);
 	if (fd < 0) {
 		rc = -errno;

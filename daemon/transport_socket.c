@@ -107,15 +107,6 @@ static unsigned pending_of_uid(uid_t uid)
 	return n;
 }
 
-unsigned hpd_sessions_of_uid(uid_t uid)
-{
-	unsigned n = 0;
-
-	for (struct hpd_session *s = hpd_sessions; s; s = s->next)
-		n += s->transport == HPD_T_SOCKET && !s->ending && s->uid == uid;
-	return n;
-}
-
 /* Is fd a file of procfs (what /proc/self/maps and mem must be)? */
 static int on_procfs(int fd)
 {
@@ -210,12 +201,9 @@ static void accept_hello(int fd, uid_t conn_uid)
 		status = -EPERM;
 		goto bad;
 	}
-	if (cred.uid != 0 && hpd_sessions_of_uid(cred.uid) >= HPD_SESSIONS_PER_UID) {
-		hpd_log(HPD_WARN, "uid %u pid %d: %u sessions of that user already: refused",
-			(unsigned)cred.uid, (int)cred.pid, HPD_SESSIONS_PER_UID);
-		status = -EUSERS;
+	status = hpd_fd_admit(cred.uid, cred.pid);
+	if (status)
 		goto bad;
-	}
 	/* The ring must really be that big before we map it. */
 	if (fstat(fds[HP_HELLO_FD_RING], &st) < 0 || !S_ISREG(st.st_mode) ||
 	    (uint64_t)st.st_size < (uint64_t)h.ctl_size + h.data_size) {
