@@ -219,7 +219,7 @@ struct hp_thread {
 	 * through the daemon's copies and into the reuse buffers with every
 	 * sample.
 	 */
-	uint64_t regs[HEAPPROFD_X86_64_NREGS];
+	uint64_t regs[HEAPPROFD_NREGS_NATIVE];
 	struct hp_count_snap snap;
 } __attribute__((aligned(64)));
 
