@@ -2,6 +2,7 @@
 /* aarch64 inline parts of the client (included by ../arch.h only). */
 #ifndef HP_ARCH_AARCH64_H
 #define HP_ARCH_AARCH64_H
+#include <elf.h>
 #include <arm_neon.h>
 
 /* The stores below write the uapi's order: pc, sp, x29, x30, x19 .. x28. */
@@ -53,6 +54,10 @@ static inline __attribute__((always_inline)) int hp_countdown_expired(int64_t *c
 {
 	return (*countdown -= (int64_t)n) <= 0;
 }
+
+/* The relocations of a GOT slot that names a function (got.c). */
+#define HP_R_JUMP_SLOT	R_AARCH64_JUMP_SLOT
+#define HP_R_GLOB_DAT	R_AARCH64_GLOB_DAT
 
 /* Ask for the line in a writable state before the record is written. */
 static inline void hp_prefetch_write(const char *c)

@@ -2,6 +2,7 @@
 /* x86-64 inline parts of the client (included by ../arch.h only). */
 #ifndef HP_ARCH_X86_64_H
 #define HP_ARCH_X86_64_H
+#include <elf.h>
 #include <emmintrin.h>
 
 /*
@@ -66,6 +67,10 @@ static inline __attribute__((always_inline)) int hp_countdown_expired(int64_t *c
 expired:
 	return 1;
 }
+
+/* The relocations of a GOT slot that names a function (got.c). */
+#define HP_R_JUMP_SLOT	R_X86_64_JUMP_SLOT
+#define HP_R_GLOB_DAT	R_X86_64_GLOB_DAT
 
 /* Ask for the line in a writable state before the record is written. */
 static inline void hp_prefetch_write(const char *c)
