@@ -71,7 +71,7 @@ ARM64_MAKE = $(MAKE) CC=aarch64-linux-gnu-gcc PL_CC=aarch64-linux-gnu-gcc AR=aar
 arm64: export PKG_CONFIG_LIBDIR := /usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig
 arm64:
 	$(MAKE) -C selftests/heapprofd ARCH=arm64
-	+$(ARM64_MAKE) -C libclient $(ARM64_OUT)/libheapprofd_client.so
+	+$(ARM64_MAKE) -C libclient $(ARM64_OUT)/libheapprofd_client.so guest-tests
 	+$(ARM64_MAKE) -C daemon all e2e-progs
 	+$(ARM64_MAKE) -C heapprofctl
 
