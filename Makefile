@@ -66,14 +66,17 @@ include tests/dmabuf/dmabuf.mk
 # against the :arm64 libraries of scripts/apt-packages.txt into build/arm64/,
 # which scripts/vmtest --arch arm64 makes the guest's /hp/build.
 ARM64_OUT := $(CURDIR)/build/arm64
-ARM64_MAKE = $(MAKE) CC=aarch64-linux-gnu-gcc PL_CC=aarch64-linux-gnu-gcc AR=aarch64-linux-gnu-ar \
+ARM64_MAKE = $(MAKE) CC=aarch64-linux-gnu-gcc CXX=aarch64-linux-gnu-g++ PL_CC=aarch64-linux-gnu-gcc AR=aarch64-linux-gnu-ar \
 	BUILD=$(ARM64_OUT) PL_BUILD=$(ARM64_OUT) PL_CXXRT=-l:libstdc++.so.6
+# What tests/attach/run runs (tests/attach/hostile's programs are x86-64's).
+ARM64_ATTACH := storm libdlsite.so static_loop cxx_storm
 arm64: export PKG_CONFIG_LIBDIR := /usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig
 arm64:
 	$(MAKE) -C selftests/heapprofd ARCH=arm64
 	+$(ARM64_MAKE) -C libclient $(ARM64_OUT)/libheapprofd_client.so guest-tests
 	+$(ARM64_MAKE) -C daemon all e2e-progs
 	+$(ARM64_MAKE) -C heapprofctl
+	+$(ARM64_MAKE) ATTACH_OUT=$(ARM64_OUT)/tests/attach $(addprefix $(ARM64_OUT)/tests/attach/,$(ARM64_ATTACH))
 
 module:
 	@test -n "$(KDIR)" || { echo "no kernel headers: apt-get install linux-headers-amd64 (or make KDIR=...)"; exit 1; }
