@@ -55,6 +55,16 @@ static inline __attribute__((always_inline)) int hp_countdown_expired(int64_t *c
 	return (*countdown -= (int64_t)n) <= 0;
 }
 
+/*
+ * The alignment of struct hp_thread (client.h). Not a cache line: attach
+ * dlopens the client into a running process, where glibc places its
+ * initial-exec TLS in the static TLS block's optional surplus (512 bytes,
+ * glibc.rtld.optional_static_tls); with aarch64's 14 registers the thread
+ * block is 432 bytes, and rounded up to 64 (448, plus the slack of
+ * aligning it) it did not fit: "cannot allocate memory in static TLS block".
+ */
+#define HP_THREAD_ALIGN	16
+
 /* The relocations of a GOT slot that names a function (got.c). */
 #define HP_R_JUMP_SLOT	R_AARCH64_JUMP_SLOT
 #define HP_R_GLOB_DAT	R_AARCH64_GLOB_DAT

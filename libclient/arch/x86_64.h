@@ -68,6 +68,9 @@ expired:
 	return 1;
 }
 
+/* The alignment of struct hp_thread (client.h), a cache line. */
+#define HP_THREAD_ALIGN	64
+
 /* The relocations of a GOT slot that names a function (got.c). */
 #define HP_R_JUMP_SLOT	R_X86_64_JUMP_SLOT
 #define HP_R_GLOB_DAT	R_X86_64_GLOB_DAT
