@@ -73,7 +73,8 @@ ARM64_ATTACH := storm libdlsite.so static_loop cxx_storm
 arm64: export PKG_CONFIG_LIBDIR := /usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig
 arm64:
 	$(MAKE) -C selftests/heapprofd ARCH=arm64
-	+$(ARM64_MAKE) -C libclient $(ARM64_OUT)/libheapprofd_client.so guest-tests
+	+$(ARM64_MAKE) -C libclient $(ARM64_OUT)/libheapprofd_client.so guest-tests \
+		$(ARM64_OUT)/bench/client/bench_client
 	+$(ARM64_MAKE) -C daemon all e2e-progs
 	+$(ARM64_MAKE) -C heapprofctl
 	+$(ARM64_MAKE) ATTACH_OUT=$(ARM64_OUT)/tests/attach $(addprefix $(ARM64_OUT)/tests/attach/,$(ARM64_ATTACH))
