@@ -77,6 +77,7 @@ arm64:
 		$(ARM64_OUT)/bench/client/bench_client
 	+$(ARM64_MAKE) -C daemon all e2e-progs
 	+$(ARM64_MAKE) -C heapprofctl
+	+$(ARM64_MAKE) DMABUF_TEST_OUT=$(ARM64_OUT)/tests/dmabuf $(ARM64_OUT)/tests/dmabuf/mkbufs
 	+$(ARM64_MAKE) ATTACH_OUT=$(ARM64_OUT)/tests/attach $(addprefix $(ARM64_OUT)/tests/attach/,$(ARM64_ATTACH))
 
 module:
