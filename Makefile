@@ -12,6 +12,8 @@
 #   make bench      the benchmarks (results in bench/RESULTS.md)
 #   make bench-dmabuf  DMA-BUF export cost with and without the module (VMs)
 #   make deps       install every Debian package of scripts/apt-packages.txt
+#   make arm64      user space for the arm64 guest (scripts/vmtest --arch arm64),
+#                   cross-built into build/arm64/ beside its selftests
 #
 # `make demo` and `make check` install the Debian packages they need
 # themselves (scripts/install-deps --for demo|check: only the missing ones,
@@ -25,7 +27,7 @@ KDIR := $(shell scripts/stock-kdir 2>/dev/null)
 endif
 export KDIR
 
-.PHONY: all userspace demo-build client daemon ctl selftests hostile attach-tests dmabuf-tests module check demo bench bench-dmabuf deps clean
+.PHONY: arm64 all userspace demo-build client daemon ctl selftests hostile attach-tests dmabuf-tests module check demo bench bench-dmabuf deps clean
 
 all: userspace module
 
@@ -58,6 +60,25 @@ include tests/hostile/hostile.mk
 include tests/attach/attach.mk
 # The DMA-BUF maker of tests/dmabuf/run.
 include tests/dmabuf/dmabuf.mk
+
+# The arm64 guest's user space: the client library, the daemon, heapprofctl
+# and the programs its tests run, cross-built with aarch64-linux-gnu-gcc
+# against the :arm64 libraries of scripts/apt-packages.txt into build/arm64/,
+# which scripts/vmtest --arch arm64 makes the guest's /hp/build.
+ARM64_OUT := $(CURDIR)/build/arm64
+ARM64_MAKE = $(MAKE) CC=aarch64-linux-gnu-gcc CXX=aarch64-linux-gnu-g++ PL_CC=aarch64-linux-gnu-gcc AR=aarch64-linux-gnu-ar \
+	BUILD=$(ARM64_OUT) PL_BUILD=$(ARM64_OUT) PL_CXXRT=-l:libstdc++.so.6
+# What tests/attach/run runs (tests/attach/hostile's programs are x86-64's).
+ARM64_ATTACH := storm libdlsite.so static_loop cxx_storm
+arm64: export PKG_CONFIG_LIBDIR := /usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig
+arm64:
+	$(MAKE) -C selftests/heapprofd ARCH=arm64
+	+$(ARM64_MAKE) -C libclient $(ARM64_OUT)/libheapprofd_client.so guest-tests \
+		$(ARM64_OUT)/bench/client/bench_client
+	+$(ARM64_MAKE) -C daemon all e2e-progs
+	+$(ARM64_MAKE) -C heapprofctl
+	+$(ARM64_MAKE) DMABUF_TEST_OUT=$(ARM64_OUT)/tests/dmabuf $(ARM64_OUT)/tests/dmabuf/mkbufs
+	+$(ARM64_MAKE) ATTACH_OUT=$(ARM64_OUT)/tests/attach $(addprefix $(ARM64_OUT)/tests/attach/,$(ARM64_ATTACH))
 
 module:
 	@test -n "$(KDIR)" || { echo "no kernel headers: apt-get install linux-headers-amd64 (or make KDIR=...)"; exit 1; }

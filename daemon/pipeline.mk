@@ -31,16 +31,19 @@ PL_OTEL_PROTO := opentelemetry/proto/common/v1/common opentelemetry/proto/resour
 PL_OTEL_C     := $(PL_OTEL_PROTO:%=$(PL_GEN)/%.pb-c.c)
 PL_OTEL_H     := $(PL_OTEL_PROTO:%=$(PL_GEN)/%.pb-c.h)
 PIPELINE_SRCS   := $(PL_NAMES:%=$(PL_DIR)/%.c) $(PL_GEN)/profile.pb-c.c $(PL_OTEL_C)
+# The C++ runtime (__cxa_demangle, symbolize.c). A cross build names the
+# runtime's shared object (make arm64: the :arm64 package has no -dev link).
+PL_CXXRT ?= -lstdc++
 PIPELINE_CFLAGS := -I$(PL_ROOT)/daemon -I$(PL_GEN) \
 	$(shell pkg-config --cflags libunwind-ptrace libunwind-generic libdw libprotobuf-c zlib 2>/dev/null)
 PIPELINE_LIBS   := $(shell pkg-config --libs libunwind-ptrace libunwind-generic libunwind libdw libelf libprotobuf-c zlib 2>/dev/null || \
 		     echo -lunwind-ptrace -lunwind-generic -lunwind -ldw -lelf -lprotobuf-c -lz) \
-		   -lstdc++ -lm -pthread
+		   $(PL_CXXRT) -lm -pthread
 PIPELINE_LIB    := $(PL_BUILD)/libhp_pipeline.a
 
 PL_WARN   := -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -pthread
 PL_CFLAGS := -O2 -g -fasynchronous-unwind-tables $(PL_WARN) $(PIPELINE_CFLAGS)
-PL_HDRS   := $(wildcard $(PL_DIR)/*.h) $(PL_ROOT)/uapi/linux/heapprofd.h $(PL_GEN)/profile.pb-c.h \
+PL_HDRS   := $(wildcard $(PL_DIR)/*.h) $(wildcard $(PL_DIR)/arch/*.h) $(PL_ROOT)/uapi/linux/heapprofd.h $(PL_GEN)/profile.pb-c.h \
 	     $(PL_OTEL_H)
 PL_OBJS   := $(PL_NAMES:%=$(PL_OBJ)/%.o) $(PL_OBJ)/profile.pb-c.o $(PL_OTEL_PROTO:%=$(PL_OBJ)/%.pb-c.o)
 
@@ -71,6 +74,6 @@ $(PL_OBJ)/profile.pb-c.o: $(PL_GEN)/profile.pb-c.c $(PL_GEN)/profile.pb-c.h
 
 $(PIPELINE_LIB): $(PL_OBJS)
 	@rm -f $@
-	ar rcs $@ $(PL_OBJS)
+	$(AR) rcs $@ $(PL_OBJS)
 
 include $(PL_DIR)/tests/tests.mk

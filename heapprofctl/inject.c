@@ -42,6 +42,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "arch.h"
 #include "inject.h"
 
 #define CLIENT_NAME	"libheapprofd_client.so"
@@ -203,7 +204,7 @@ static int stack_words(pid_t pid, const struct sthread *t, const struct target_m
 		       const struct ranges *global, const struct ranges *caller)
 {
 	static uint64_t buf[SCAN_MAX / 8];
-	uint64_t sp = t->regs.rsp, top = 0;
+	uint64_t sp = arch_regs_sp(&t->regs), top = 0;
 	size_t len;
 	int res = 0;
 
@@ -243,12 +244,12 @@ static int where_is(unw_addr_space_t as, pid_t pid, const struct target_maps *tm
 	int res = 0;
 	void *upt;
 
-	if ((w = in_ranges(global, t->regs.rip)) != NULL) {
+	if ((w = in_ranges(global, arch_regs_pc(&t->regs))) != NULL) {
 		snprintf(why, len, "thread %d is inside %s (ip %#llx)", (int)t->tid, w,
-			 (unsigned long long)t->regs.rip);
+			 (unsigned long long)arch_regs_pc(&t->regs));
 		return 2;
 	}
-	if ((w = in_ranges(caller, t->regs.rip)) != NULL) {
+	if ((w = in_ranges(caller, arch_regs_pc(&t->regs))) != NULL) {
 		snprintf(why, len, "thread %d is inside %s", (int)t->tid, w);
 		res = 1;
 	}

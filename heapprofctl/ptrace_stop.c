@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "arch.h"
 #include "inject.h"
 
 static struct sthread *find(struct stopset *s, pid_t tid)
@@ -100,7 +101,7 @@ static int wait_stop(struct stopset *s, struct sthread *t)
 		}
 		if ((st >> 16) == PTRACE_EVENT_STOP) {
 			t->stopped = 1;
-			if (ptrace(PTRACE_GETREGS, t->tid, NULL, &t->regs))
+			if (arch_get_regs(t->tid, &t->regs))
 				return errno == ESRCH ? 1 : -errno;
 			return 0;
 		}

@@ -1,29 +1,25 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Calling a function inside a stopped thread of another process (x86-64
- * System V ABI): the arguments in registers, strings in a blob on the
- * thread's stack below its red zone.
+ * Calling a function inside a stopped thread of another process: the
+ * arguments in registers, strings in a blob on the thread's stack below
+ * its red zone (the architecture's parts are in arch/<arch>.c, arch.h).
  *
  * The call returns into a trampoline of ours, and the trampoline puts the
  * thread back as it was by itself: below the return address the stack
  * holds a signal frame (rt_sigreturn's) made of the thread's registers,
- * its FPU/SSE/AVX state, its signal mask, and the trampoline makes that
+ * its floating-point and vector state, its signal mask, and the trampoline makes that
  * system call. So whatever happens to heapprofctl (killed by SIGKILL
  * halfway, or giving up on a call that does not return), the thread
  * resumes where it was; nothing depends on the tracer being there to
  * catch the return.
  *
  * While heapprofctl is there, the thread runs under PTRACE_SYSCALL: the
- * trampoline's rt_sigreturn is seen at its entry (the call's result is in
- * rdi), skipped, and the registers and extended state are put back through
+ * trampoline's rt_sigreturn is seen at its entry (the call's result read
+ * there), skipped, and the registers and extended state are put back through
  * ptrace exactly, as is every byte of stack the call may have used.
  *
- * A thread stopped in a system call (orig_rax set, rax -ERESTART...) gets
- * back what the kernel would have given it had no call been made: the
- * call again (rip on the syscall instruction, rax its number), or
- * restart_syscall for one with a restart block. (Only when the trampoline
- * does it alone does a call with a restart block, a nanosleep, say, end
- * with EINTR: rt_sigreturn forgets the block.)
+ * A thread stopped in a system call gets back what the kernel would have
+ * given it had no call been made (arch_resume_state).
  *
  * Nothing is written into the process once it is not the one that was
  * stopped: an exec (PTRACE_O_TRACEEXEC) or new credentials seen at any
@@ -44,74 +40,19 @@
 #include <unistd.h>
 #include <linux/ptrace.h>
 
+#include "arch.h"
 #include "inject.h"
 
-#define RED_ZONE	128
 /* The stack below the thread's sp saved and put back: what the called
  * code may touch (dlopen with the client's constructor, a connect and
  * hello to the daemon). */
 #define SAVE_BELOW	(64U << 10)
-#define XSTATE_MAX	16384
 /* A call that has not returned after this long is left to finish alone. */
 #define CALL_TIMEOUT_MS	10000
 /* While a call has not returned, the other threads run this long in each
  * period: a lock one of them holds (futex or spin) is let go. */
 #define OTHERS_EVERY_MS	20
 #define OTHERS_RUN_US	2000
-
-/* The trampoline: the call's result to rdi, then rt_sigreturn; a skipped
- * rt_sigreturn (heapprofctl's, below) loops back to make it again. */
-static const uint8_t tramp_code[] = {
-	0x48, 0x89, 0xc7,		/* mov %rax,%rdi */
-	0xb8, 0x0f, 0x00, 0x00, 0x00,	/* mov $15,%eax (rt_sigreturn) */
-	0x0f, 0x05,			/* syscall */
-	0xeb, 0xf7,			/* jmp to the mov $15 */
-};
-#define TRAMP_AFTER_SYSCALL	10	/* rip at its system call's stops */
-#define NR_RT_SIGRETURN		15
-#define NR_RESTART_SYSCALL	219
-
-/* The kernel's x86-64 signal frame (arch/x86/include/asm/sigframe.h). */
-struct k_sigcontext {
-	uint64_t r8, r9, r10, r11, r12, r13, r14, r15;
-	uint64_t di, si, bp, bx, dx, ax, cx, sp, ip, flags;
-	uint16_t cs, gs, fs, ss;
-	uint64_t err, trapno, oldmask, cr2, fpstate, reserved1[8];
-};
-
-struct k_ucontext {
-	uint64_t uc_flags, uc_link;
-	struct {
-		uint64_t ss_sp;
-		int32_t ss_flags, pad;
-		uint64_t ss_size;
-	} uc_stack;
-	struct k_sigcontext uc_mcontext;
-	uint64_t uc_sigmask;
-};
-
-struct k_rt_sigframe {
-	uint64_t pretcode;
-	struct k_ucontext uc;
-	uint8_t info[128];
-};
-_Static_assert(sizeof(struct k_rt_sigframe) == 440, "x86-64 rt_sigframe");
-
-#define UC_FP_XSTATE		0x1
-#define UC_SIGCONTEXT_SS	0x2
-#define UC_STRICT_RESTORE_SS	0x4
-/* An ss_flags sigaltstack refuses: rt_sigreturn then leaves the thread's
- * alternate stack as it is (it ignores that error), which we cannot read. */
-#define SS_FLAGS_KEEP		3
-#define FX_SW_OFF		464	/* struct _fpx_sw_bytes in the fxsave area */
-#define FP_XSTATE_MAGIC1	0x46505853U
-#define FP_XSTATE_MAGIC2	0x46505845U
-
-struct fx_sw {
-	uint32_t magic1, extended_size;
-	uint64_t xfeatures;
-	uint32_t xstate_size, padding[7];
-};
 
 int (*inject_cancelled)(void);
 
@@ -168,9 +109,9 @@ int rc_place_trampoline(struct stopset *s, uint64_t at, char *err, size_t errlen
 {
 	int fd = mem_fd(s->pid, 1);
 
-	if (fd < 0 || pread(fd, s->tramp_saved, sizeof(tramp_code), (off_t)at) !=
-		       (ssize_t)sizeof(tramp_code) ||
-	    pwrite(fd, tramp_code, sizeof(tramp_code), (off_t)at) != (ssize_t)sizeof(tramp_code)) {
+	if (fd < 0 || pread(fd, s->tramp_saved, arch_tramp_size, (off_t)at) !=
+		       (ssize_t)arch_tramp_size ||
+	    pwrite(fd, arch_tramp_code, arch_tramp_size, (off_t)at) != (ssize_t)arch_tramp_size) {
 		snprintf(err, errlen, "cannot write pid %d's memory: %s", (int)s->pid, strerror(errno));
 		if (fd >= 0)
 			close(fd);
@@ -191,7 +132,7 @@ void rc_remove_trampoline(struct stopset *s)
 		return;
 	fd = mem_fd(s->pid, 1);
 	if (fd >= 0) {
-		if (pwrite(fd, s->tramp_saved, sizeof(tramp_code), (off_t)s->tramp) < 0)
+		if (pwrite(fd, s->tramp_saved, arch_tramp_size, (off_t)s->tramp) < 0)
 			s->tramp = 0;
 		close(fd);
 	}
@@ -200,7 +141,7 @@ void rc_remove_trampoline(struct stopset *s)
 
 size_t rc_trampoline_size(void)
 {
-	return sizeof(tramp_code);
+	return arch_tramp_size;
 }
 
 /* Save the stack below top: at once, or else page by page downwards while
@@ -230,94 +171,6 @@ static uint64_t mono_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-/* What the thread would resume with had no call been made (see above). */
-static void resume_state(const struct user_regs_struct *in, struct user_regs_struct *r)
-{
-	*r = *in;
-	if ((long long)in->orig_rax < 0)
-		return;
-	switch ((long long)in->rax) {
-	case -512:	/* ERESTARTSYS */
-	case -513:	/* ERESTARTNOINTR */
-	case -514:	/* ERESTARTNOHAND */
-		r->rax = in->orig_rax;
-		r->rip -= 2;
-		break;
-	case -516:	/* ERESTART_RESTARTBLOCK */
-		r->rax = NR_RESTART_SYSCALL;
-		r->rip -= 2;
-		break;
-	}
-	r->orig_rax = (unsigned long long)-1;
-}
-
-/* The extended state as rt_sigreturn reads it: the ptrace regset (the
- * user ABI's layout, its software bytes filled in) and the end marker. */
-struct fpbuf {
-	uint8_t *xs;
-	size_t len;		/* what goes into the frame */
-	size_t regset_len;	/* what goes back through ptrace */
-	int xstate;
-};
-
-static int save_fp(pid_t tid, struct fpbuf *fp)
-{
-	struct iovec iov = { fp->xs, XSTATE_MAX };
-	struct fx_sw sw;
-
-	fp->xstate = 0;
-	if (!ptrace(PTRACE_GETREGSET, tid, (void *)NT_X86_XSTATE, &iov) && iov.iov_len >= 576) {
-		memcpy(&sw, fp->xs + FX_SW_OFF, sizeof(sw));
-		fp->regset_len = iov.iov_len;
-		if (sw.magic1 == FP_XSTATE_MAGIC1 && sw.xstate_size >= 576 &&
-		    sw.xstate_size <= iov.iov_len && sw.xstate_size + 4 <= XSTATE_MAX) {
-			uint32_t m2 = FP_XSTATE_MAGIC2;
-
-			memcpy(fp->xs + sw.xstate_size, &m2, 4);
-			fp->len = sw.xstate_size + 4;
-			fp->xstate = 1;
-			return 0;
-		}
-	}
-	/* The legacy fxsave area alone: rt_sigreturn takes it without the
-	 * software bytes' magic. */
-	if (ptrace(PTRACE_GETFPREGS, tid, NULL, fp->xs))
-		return -errno;
-	memset(fp->xs + FX_SW_OFF, 0, 512 - FX_SW_OFF);
-	fp->len = 512;
-	fp->regset_len = 0;
-	return 0;
-}
-
-static void restore_fp(pid_t tid, struct fpbuf *fp)
-{
-	struct iovec iov = { fp->xs, fp->regset_len };
-
-	if (fp->regset_len)
-		ptrace(PTRACE_SETREGSET, tid, (void *)NT_X86_XSTATE, &iov);
-	else
-		ptrace(PTRACE_SETFPREGS, tid, NULL, fp->xs);
-}
-
-static void make_frame(struct k_rt_sigframe *f, uint64_t tramp, const struct user_regs_struct *r,
-		       uint64_t fpstate, int xstate, uint64_t mask)
-{
-	struct k_sigcontext *sc = &f->uc.uc_mcontext;
-
-	memset(f, 0, sizeof(*f));
-	f->pretcode = tramp;
-	f->uc.uc_flags = UC_SIGCONTEXT_SS | UC_STRICT_RESTORE_SS | (xstate ? UC_FP_XSTATE : 0);
-	f->uc.uc_stack.ss_flags = SS_FLAGS_KEEP;
-	f->uc.uc_sigmask = mask;
-	sc->r8 = r->r8, sc->r9 = r->r9, sc->r10 = r->r10, sc->r11 = r->r11;
-	sc->r12 = r->r12, sc->r13 = r->r13, sc->r14 = r->r14, sc->r15 = r->r15;
-	sc->di = r->rdi, sc->si = r->rsi, sc->bp = r->rbp, sc->bx = r->rbx;
-	sc->dx = r->rdx, sc->ax = r->rax, sc->cx = r->rcx, sc->sp = r->rsp;
-	sc->ip = r->rip, sc->flags = r->eflags;
-	sc->cs = (uint16_t)r->cs, sc->ss = (uint16_t)r->ss;
-	sc->fpstate = fpstate;
 }
 
 static int fail(char *err, size_t errlen, int rc, const char *fmt, pid_t pid)
@@ -403,9 +256,10 @@ static int wait_return(struct stopset *s, struct sthread *t, int others_run, uin
 			if ((sg == SIGSEGV || sg == SIGBUS || sg == SIGILL || sg == SIGFPE ||
 			     sg == SIGTRAP) &&
 			    !ptrace(PTRACE_GETSIGINFO, t->tid, NULL, &inf) && inf.si_code > 0) {
-				ptrace(PTRACE_GETREGS, t->tid, NULL, &r);
+				if (arch_get_regs(t->tid, &r))
+					memset(&r, 0, sizeof(r));
 				snprintf(err, errlen, "the call in pid %d faulted (signal %d at %#llx)",
-					 (int)s->pid, sg, (unsigned long long)r.rip);
+					 (int)s->pid, sg, (unsigned long long)arch_regs_pc(&r));
 				return -EFAULT;
 			}
 			/* Someone else's signal: given back after the release. */
@@ -417,13 +271,9 @@ static int wait_return(struct stopset *s, struct sthread *t, int others_run, uin
 		if (phase == RETURNING && si.op == PTRACE_SYSCALL_INFO_EXIT)
 			return 0;
 		if (phase == CALLING && si.op == PTRACE_SYSCALL_INFO_ENTRY &&
-		    si.entry.nr == NR_RT_SIGRETURN &&
-		    si.instruction_pointer == s->tramp + TRAMP_AFTER_SYSCALL) {
-			if (ptrace(PTRACE_GETREGS, t->tid, NULL, &r))
-				continue;
-			*result = r.rdi;
-			r.orig_rax = (unsigned long long)-1;	/* skip it */
-			if (!ptrace(PTRACE_SETREGS, t->tid, NULL, &r))
+		    (long)si.entry.nr == arch_nr_rt_sigreturn &&
+		    si.instruction_pointer == s->tramp + arch_tramp_after_syscall) {
+			if (!arch_take_result(t->tid, result))	/* and skip it */
 				phase = RETURNING;
 		}
 	}
@@ -470,11 +320,10 @@ int remote_call(struct stopset *s, struct sthread *t, int others_run, uint64_t f
 		char *err, size_t errlen)
 {
 	struct user_regs_struct saved, resume, r;
-	struct k_rt_sigframe frame;
-	struct fpbuf fp = { 0 };
+	struct arch_fp *fp = NULL;
 	struct target_id now;
 	uint8_t *stack = NULL;
-	uint64_t blob_at, fp_at, sp, mask = 0;
+	uint64_t blob_at, sp, mask = 0, a[6];
 	size_t saved_len = 0;
 	int fd = -1, rc = 0;
 
@@ -487,65 +336,45 @@ int remote_call(struct stopset *s, struct sthread *t, int others_run, uint64_t f
 		return fail(err, errlen, -ESRCH, "pid %d changed (another program, or other "
 			    "credentials) while stopped: let go, nothing written", s->pid);
 	}
-	if (ptrace(PTRACE_GETREGS, t->tid, NULL, &saved) ||
+	if (arch_get_regs(t->tid, &saved) ||
 	    ptrace(PTRACE_GETSIGMASK, t->tid, (void *)sizeof(mask), &mask)) {
 		snprintf(err, errlen, "reading thread %d: %s", (int)t->tid, strerror(errno));
 		return -errno;
 	}
-	resume_state(&saved, &resume);
+	arch_resume_state(&saved, &resume);
 	/* Opened now, the file stays bound to this memory: after an exec it
 	 * writes nothing anywhere. */
 	fd = mem_fd(s->pid, 1);
 	stack = malloc(SAVE_BELOW);
-	fp.xs = calloc(1, XSTATE_MAX);
-	if (fd < 0 || !stack || !fp.xs) {
+	if (fd < 0 || !stack) {
 		snprintf(err, errlen, "cannot open /proc/%d/mem: %s", (int)s->pid, strerror(errno));
 		rc = -EIO;
 		goto out;
 	}
-	if ((rc = save_fp(t->tid, &fp)) != 0) {
+	if ((rc = arch_fp_save(t->tid, &fp)) != 0) {
 		snprintf(err, errlen, "reading thread %d's FPU state: %s", (int)t->tid, strerror(-rc));
 		goto out;
 	}
-	saved_len = save_stack(fd, saved.rsp, stack);
-	blob_at = (saved.rsp - RED_ZONE - bloblen) & ~15ULL;
-	fp_at = (blob_at - fp.len) & ~63ULL;
-	/* The function is entered as right after a call: sp + 8 aligned to
-	 * 16, the return address (the frame's first word) at sp. */
-	sp = ((fp_at - sizeof(frame)) & ~15ULL) - 8;
-	if (saved.rsp - sp + 4096 > saved_len) {
+	saved_len = save_stack(fd, arch_regs_sp(&saved), stack);
+	blob_at = (arch_regs_sp(&saved) - arch_red_zone - bloblen) & ~15ULL;
+	sp = arch_frame_sp(blob_at, fp);
+	if (arch_regs_sp(&saved) - sp + 4096 > saved_len) {
 		snprintf(err, errlen, "the stack of thread %d is not readable", (int)t->tid);
 		rc = -EFAULT;
 		goto out;
 	}
-	make_frame(&frame, s->tramp, &resume, fp_at, fp.xstate, mask);
 	if ((bloblen && pwrite(fd, blob, bloblen, (off_t)blob_at) != (ssize_t)bloblen) ||
-	    pwrite(fd, fp.xs, fp.len, (off_t)fp_at) != (ssize_t)fp.len ||
-	    pwrite(fd, &frame, sizeof(frame), (off_t)sp) != (ssize_t)sizeof(frame)) {
+	    arch_write_frame(fd, sp, blob_at, s->tramp, &resume, fp, mask)) {
 		snprintf(err, errlen, "cannot write the stack of pid %d: %s", (int)s->pid,
 			 strerror(errno));
 		rc = -EIO;
 		goto restore_mem;
 	}
+	for (int i = 0; i < nargs; i++)
+		a[i] = (args[i] >> 48) == 0xb10b ? blob_at + (args[i] & 0xffffffffffffULL) : args[i];
 	r = saved;
-	r.rip = fn;
-	r.rsp = sp;
-	r.rax = 0;
-	r.orig_rax = (unsigned long long)-1;	/* not in a system call */
-	r.eflags &= ~0x400ULL;			/* DF clear, as the ABI wants */
-	for (int i = 0; i < nargs; i++) {
-		uint64_t a = (args[i] >> 48) == 0xb10b ? blob_at + (args[i] & 0xffffffffffffULL) : args[i];
-
-		switch (i) {
-		case 0: r.rdi = a; break;
-		case 1: r.rsi = a; break;
-		case 2: r.rdx = a; break;
-		case 3: r.rcx = a; break;
-		case 4: r.r8 = a; break;
-		case 5: r.r9 = a; break;
-		}
-	}
-	if (ptrace(PTRACE_SETREGS, t->tid, NULL, &r)) {
+	arch_call_regs(&r, fn, sp, s->tramp, a, nargs);
+	if (arch_set_regs(t->tid, &r)) {
 		snprintf(err, errlen, "setting the registers of thread %d: %s", (int)t->tid,
 			 strerror(errno));
 		rc = -errno;
@@ -561,16 +390,16 @@ int remote_call(struct stopset *s, struct sthread *t, int others_run, uint64_t f
 			  "credentials) during the call: let go, nothing written", s->pid);
 		goto out;
 	}
-	if (ptrace(PTRACE_SETREGS, t->tid, NULL, &resume) && !rc) {
+	if (arch_set_regs(t->tid, &resume) && !rc) {
 		snprintf(err, errlen, "restoring the registers of thread %d: %s", (int)t->tid,
 			 strerror(errno));
 		rc = -errno;
 	}
-	restore_fp(t->tid, &fp);
+	arch_fp_restore(t->tid, fp);
 	t->regs = resume;
 restore_mem:
 	if (saved_len && pwrite(fd, stack + SAVE_BELOW - saved_len, saved_len,
-				(off_t)(saved.rsp - saved_len)) != (ssize_t)saved_len && !rc) {
+				(off_t)(arch_regs_sp(&saved) - saved_len)) != (ssize_t)saved_len && !rc) {
 		snprintf(err, errlen, "restoring the stack of thread %d: %s", (int)t->tid,
 			 strerror(errno));
 		rc = -EIO;
@@ -579,6 +408,6 @@ out:
 	if (fd >= 0)
 		close(fd);
 	free(stack);
-	free(fp.xs);
+	arch_fp_free(fp);
 	return rc;
 }

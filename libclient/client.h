@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "../proto/ring.h"
+#include "arch.h"
 #include "sampler.h"
 
 #define HP_EXPORT __attribute__((visibility("default")))
@@ -219,9 +220,9 @@ struct hp_thread {
 	 * through the daemon's copies and into the reuse buffers with every
 	 * sample.
 	 */
-	uint64_t regs[HEAPPROFD_X86_64_NREGS];
+	uint64_t regs[HEAPPROFD_NREGS_NATIVE];
 	struct hp_count_snap snap;
-} __attribute__((aligned(64)));
+} __attribute__((aligned(HP_THREAD_ALIGN)));
 
 /* The countdown never exceeds this; the rest waits in deferred. */
 #define HP_SLOW_EVERY (64U << 10)

@@ -33,6 +33,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "arch.h"
 #include "client.h"
 
 struct slot {
@@ -301,7 +302,7 @@ static int patch_object(struct dl_phdr_info *info, size_t size, void *arg)
 			void **where;
 			int h;
 
-			if (type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT)
+			if (type != HP_R_JUMP_SLOT && type != HP_R_GLOB_DAT)
 				continue;
 			sym = &di.symtab[ELF64_R_SYM(rel->r_info)];
 			if (!sym->st_name || (h = hooked_index(di.strtab + sym->st_name)) < 0)

@@ -80,7 +80,7 @@ HP_EXPORT void heapprofd_report_alloc(int heap, const void *addr, size_t size)
 	/* Only the registers the record uses: this frame is the first the
 	 * stack copy takes in (hooks.c keeps them in TLS instead; here a
 	 * signal handler may report into another heap meanwhile). */
-	uint64_t interval, want, regs[HEAPPROFD_X86_64_NREGS];
+	uint64_t interval, want, regs[HEAPPROFD_NREGS_NATIVE];
 	uint32_t count;
 	int exact, guard;
 

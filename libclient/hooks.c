@@ -800,24 +800,10 @@ static inline void *realloc_tracked(void *old, size_t n)
 
 /* ---- malloc and free: the variants ------------------------------------- */
 
-/*
- * countdown -= n; is it now <= 0? As one read-modify-write instruction and
- * a branch on its flags (the compiler emits load, subtract, store and test):
- * jle after the subtraction is the signed "countdown <= n" of the old value.
- */
-static inline int countdown_expired(size_t n)
+/* countdown -= n; is it now <= 0? (arch.h: as one instruction where there is one) */
+static inline __attribute__((always_inline)) int countdown_expired(size_t n)
 {
-	/* No output operands: with a "+m" output, gcc 12 here dropped the
-	 * code at the label (the call of the slow path). The countdown is an
-	 * input memory operand and the "memory" clobber says it changed. */
-	__asm__ goto("subq %1, %0\n\tjle %l[expired]"
-		     :
-		     : "m"(hp_self.smp.countdown), "r"(n)
-		     : "cc", "memory"
-		     : expired);
-	return 0;
-expired:
-	return 1;
+	return hp_countdown_expired(&hp_self.smp.countdown, n);
 }
 
 /*

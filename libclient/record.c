@@ -6,7 +6,6 @@
  * free and heap records, and the sequence numbers that order them.
  */
 #define _GNU_SOURCE
-#include <emmintrin.h>
 #include <sched.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -203,7 +202,7 @@ static inline void prefetch_for_write(const void *p, uint32_t n)
 	const char *c = p, *e = c + n;
 
 	for (; c < e; c += 64)
-		__asm__ volatile("prefetchw %0" : : "m"(*c));
+		hp_prefetch_write(c);
 }
 
 uint32_t hp_reuse_gen;
@@ -270,19 +269,6 @@ static uint32_t same_top(const struct hp_shadow *sh, uint64_t sp, uint64_t top,
  */
 #define HP_DELTA_MAX_RUNS	64
 
-/* Are 64 bytes the same? SSE2 (every x86-64): a quarter of the
- * instructions of comparing words, on what is mostly equal. */
-static inline int same64(const uint64_t *a, const uint64_t *b)
-{
-	const __m128i *x = (const __m128i *)a, *y = (const __m128i *)b;
-	__m128i e01 = _mm_and_si128(_mm_cmpeq_epi8(_mm_loadu_si128(x), _mm_loadu_si128(y)),
-				    _mm_cmpeq_epi8(_mm_loadu_si128(x + 1), _mm_loadu_si128(y + 1)));
-	__m128i e23 = _mm_and_si128(_mm_cmpeq_epi8(_mm_loadu_si128(x + 2), _mm_loadu_si128(y + 2)),
-				    _mm_cmpeq_epi8(_mm_loadu_si128(x + 3), _mm_loadu_si128(y + 3)));
-
-	return _mm_movemask_epi8(_mm_and_si128(e01, e23)) == 0xffff;
-}
-
 static int delta_scan(const struct hp_shadow *sh, uint64_t sp, uint32_t own,
 		      struct heapprofd_delta_run *runs, uint32_t *lit)
 {
@@ -301,7 +287,7 @@ static int delta_scan(const struct hp_shadow *sh, uint64_t sp, uint32_t own,
 	 * words below the shadow). */
 	old = (const uint64_t *)(sh->buf + HEAPPROFD_STACK_REUSE_MAX - (sh->top - sp));
 	while (i < nw) {
-		while (i + 8 <= nw && same64(live + i, old + i))
+		while (i + 8 <= nw && hp_same64(live + i, old + i))
 			i += 8;
 		while (i < nw && live[i] == old[i])
 			i++;
@@ -362,7 +348,7 @@ int hp_write_alloc(const void *addr, uint64_t req, uint64_t usable,
 	struct heapprofd_delta_run runs[HP_DELTA_MAX_RUNS];
 	struct heapprofd_rec_alloc *rec;
 	struct heapprofd_rec_hdr *h;
-	uint64_t sp = regs[HEAPPROFD_X86_64_SP], want;
+	uint64_t sp = regs[HEAPPROFD_REG_SP], want;
 	uint32_t cap, len, stack_len, same = 0, gen, lit = 0, npy, py_len;
 	uintptr_t py_top;
 	int truncated = 0, nruns = -1;
@@ -421,13 +407,13 @@ int hp_write_alloc(const void *addr, uint64_t req, uint64_t usable,
 	rec->count = count;
 	rec->heap_id = heap_id;
 	rec->tid = gettid_cached();
-	rec->arch = HEAPPROFD_ARCH_X86_64;
+	rec->arch = HEAPPROFD_ARCH_NATIVE;
 	rec->timestamp_ns = coarse_ns();
 	rec->stack_top = t->stack_top;
-	rec->nregs = HEAPPROFD_X86_64_NREGS;
-	memcpy(rec->regs, regs, HEAPPROFD_X86_64_NREGS * sizeof(rec->regs[0]));
-	memset(rec->regs + HEAPPROFD_X86_64_NREGS, 0,
-	       (HEAPPROFD_MAX_REGS - HEAPPROFD_X86_64_NREGS) * sizeof(rec->regs[0]));
+	rec->nregs = HEAPPROFD_NREGS_NATIVE;
+	memcpy(rec->regs, regs, HEAPPROFD_NREGS_NATIVE * sizeof(rec->regs[0]));
+	memset(rec->regs + HEAPPROFD_NREGS_NATIVE, 0,
+	       (HEAPPROFD_MAX_REGS - HEAPPROFD_NREGS_NATIVE) * sizeof(rec->regs[0]));
 	if (nruns >= 0) {
 		struct heapprofd_stack_delta *d = (struct heapprofd_stack_delta *)(rec + 1);
 		uint8_t *out = (uint8_t *)((struct heapprofd_delta_run *)(d + 1) + nruns);

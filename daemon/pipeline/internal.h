@@ -302,7 +302,7 @@ void hp_unwinder_maps_changed(struct hp_unwinder *u);
  * hp_uframes_put (not hp_elf_put per frame). */
 /*
  * What an unwind read (memo.c): the record's registers (regmask, by
- * HEAPPROFD_X86_64_* index) and the stack words at off[i] from sp. ok is 0
+ * the uapi's HEAPPROFD_<ARCH>_* index) and the stack words at off[i] from sp. ok is 0
  * when it also read something a trace cannot vouch for.
  */
 #define HP_TRACE_MAX	256

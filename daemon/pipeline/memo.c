@@ -304,7 +304,7 @@ int hp_memo_lookup(struct hp_memo *m, const struct heapprofd_rec_alloc *a,
 		   const struct hp_stack_view *v, const struct hp_uframe **out, int max,
 		   uint64_t *id)
 {
-	uint64_t ip = a->regs[HEAPPROFD_X86_64_IP], sp = a->regs[HEAPPROFD_X86_64_SP];
+	uint64_t ip = heapprofd_rec_pc(a), sp = heapprofd_rec_sp(a);
 	struct memo_ent **set = m->set[set_of(ip, sp)];
 	int n = -1;
 
@@ -341,8 +341,8 @@ void hp_memo_insert(struct hp_memo *m, uint32_t gen, const struct heapprofd_rec_
 	if (!e)
 		return;
 	memset(e, 0, sizeof(*e));
-	e->ip = a->regs[HEAPPROFD_X86_64_IP];
-	e->sp = a->regs[HEAPPROFD_X86_64_SP];
+	e->ip = heapprofd_rec_pc(a);
+	e->sp = heapprofd_rec_sp(a);
 	e->gen = gen;
 	e->regmask = t->regmask;
 	for (int i = 0; i < HEAPPROFD_MAX_REGS; i++)

@@ -101,21 +101,13 @@ static int check_alloc(const uint8_t *p, size_t len, struct hp_parsed *o,
 	}
 	if (a->resv2)
 		return bad(why, wl, "alloc record reserved field is not zero");
-#if defined(__x86_64__)
-	if (a->arch != HEAPPROFD_ARCH_X86_64)
-		return bad(why, wl, "alloc record arch %u: this daemon unwinds x86_64 only", a->arch);
-	if (a->nregs < HEAPPROFD_X86_64_NREGS || a->nregs > HEAPPROFD_MAX_REGS)
+	/* The daemon unwinds its own architecture's stacks. */
+	if (a->arch != HEAPPROFD_ARCH_NATIVE)
+		return bad(why, wl, "alloc record arch %u: this daemon unwinds arch %u only",
+			   a->arch, HEAPPROFD_ARCH_NATIVE);
+	if (a->nregs < HEAPPROFD_NREGS_NATIVE || a->nregs > HEAPPROFD_MAX_REGS)
 		return bad(why, wl, "alloc record nregs %u out of range", a->nregs);
-	sp = a->regs[HEAPPROFD_X86_64_SP];
-#elif defined(__aarch64__)
-	if (a->arch != HEAPPROFD_ARCH_AARCH64)
-		return bad(why, wl, "alloc record arch %u: this daemon unwinds aarch64 only", a->arch);
-	if (a->nregs < 4 || a->nregs > HEAPPROFD_MAX_REGS)
-		return bad(why, wl, "alloc record nregs %u out of range", a->nregs);
-	sp = a->regs[1];
-#else
-#error "unsupported architecture"
-#endif
+	sp = heapprofd_rec_sp(a);
 	if (a->hdr.flags & HEAPPROFD_ALLOC_STACK_DELTA) {
 		if (kernel)
 			return bad(why, wl, "kernel alloc record with a stack delta");

@@ -158,7 +158,7 @@ static uint32_t kept(uint64_t whole)
 static void remember(struct hp_reuse *r, struct saved *s, const struct heapprofd_rec_alloc *a,
 		     const uint8_t *own, uint32_t own_len, uint32_t held)
 {
-	uint64_t sp = a->regs[HEAPPROFD_X86_64_SP], whole = (uint64_t)own_len + held;
+	uint64_t sp = heapprofd_rec_sp(a), whole = (uint64_t)own_len + held;
 	uint32_t n;
 
 	if (!s)
@@ -197,7 +197,7 @@ static uint32_t undelta(struct hp_reuse *r, const struct saved *s,
 	const struct heapprofd_stack_delta *d = (const void *)q;
 	const struct heapprofd_delta_run *run = (const void *)(d + 1);
 	const uint8_t *lit = (const uint8_t *)(run + d->nruns);
-	uint64_t sp = a->regs[HEAPPROFD_X86_64_SP], top = a->stack_top;
+	uint64_t sp = heapprofd_rec_sp(a), top = a->stack_top;
 	uint64_t held_lo = s && s->len && s->top == top ? top - s->len : UINT64_MAX;
 	uint32_t n = a->stack_len, off = 0;
 
@@ -247,7 +247,7 @@ int hp_reuse_view(struct hp_reuse *r, const struct heapprofd_rec_alloc *a,
 	v->top_len = 0;
 	v->matched = NULL;
 	v->saved = s;
-	v->sp = a->regs[HEAPPROFD_X86_64_SP];
+	v->sp = heapprofd_rec_sp(a);
 	if (own_len < a->stack_len) {
 		/* A delta whose base is not here: cut where it is missing. */
 		hp_bump(&r->missing, 1);

@@ -34,12 +34,15 @@
 #include <libunwind.h>
 #include <libunwind-ptrace.h>
 
+#include "arch.h"
 #include "internal.h"
 
-/* Exported by libunwind (it is tdep_search_unwind_table) but not declared. */
-extern int _Ux86_64_dwarf_search_unwind_table(unw_addr_space_t as, unw_word_t ip,
-					      unw_dyn_info_t *di, unw_proc_info_t *pi,
-					      int need_unwind_info, void *arg);
+/* Exported by libunwind (it is tdep_search_unwind_table) but not declared;
+ * its name carries the architecture (_Ux86_64_..., _Uaarch64_...). */
+#define hp_dwarf_search_unwind_table UNW_ARCH_OBJ(dwarf_search_unwind_table)
+extern int hp_dwarf_search_unwind_table(unw_addr_space_t as, unw_word_t ip,
+					unw_dyn_info_t *di, unw_proc_info_t *pi,
+					int need_unwind_info, void *arg);
 
 struct hp_unwinder {
 	unw_addr_space_t as;
@@ -192,23 +195,14 @@ static int acc_reg(unw_addr_space_t as, unw_regnum_t reg, unw_word_t *val,
 	(void)as;
 	if (write)
 		return -UNW_EREADONLYREG;
-	switch (reg) {
-	case UNW_X86_64_RIP: i = HEAPPROFD_X86_64_IP; break;
-	case UNW_X86_64_RSP: i = HEAPPROFD_X86_64_SP; break;
-	case UNW_X86_64_RBP: i = HEAPPROFD_X86_64_BP; break;
-	case UNW_X86_64_RBX: i = HEAPPROFD_X86_64_BX; break;
-	case UNW_X86_64_R12: i = HEAPPROFD_X86_64_R12; break;
-	case UNW_X86_64_R13: i = HEAPPROFD_X86_64_R13; break;
-	case UNW_X86_64_R14: i = HEAPPROFD_X86_64_R14; break;
-	case UNW_X86_64_R15: i = HEAPPROFD_X86_64_R15; break;
-	default:
+	i = hp_arch_unw_reg(reg);
+	if (i == -1) {
 		/* Caller-saved registers: not copied, never needed for CFA rules. */
-		if (reg >= 0 && reg <= UNW_X86_64_RIP) {
-			*val = 0;
-			return 0;
-		}
-		return -UNW_EBADREG;
+		*val = 0;
+		return 0;
 	}
+	if (i < 0)
+		return -UNW_EBADREG;
 	*val = r[i];
 	if (c->t)
 		c->t->regmask |= 1U << i;
@@ -282,7 +276,7 @@ static int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *p
 	di.u.rti.table_data = e->ehf_table_vaddr + m->bias;
 	if (ip < di.start_ip || ip >= di.end_ip)
 		return -UNW_ENOINFO;
-	return _Ux86_64_dwarf_search_unwind_table(as, ip, &di, pi, need_unwind_info, arg);
+	return hp_dwarf_search_unwind_table(as, ip, &di, pi, need_unwind_info, arg);
 }
 
 static unw_accessors_t accessors = {
@@ -438,7 +432,7 @@ int hp_unwind(struct hp_unwinder *u, const struct heapprofd_rec_alloc *a,
 {
 	struct uctx c = {
 		.u = u, .a = a, .stack = stack, .stack_len = stack_len,
-		.sp = a->regs[HEAPPROFD_X86_64_SP], .stack_top = a->stack_top,
+		.sp = heapprofd_rec_sp(a), .stack_top = a->stack_top,
 		.t = t,
 	};
 	/* Where libunwind is started again below code without CFI: the
@@ -452,12 +446,12 @@ int hp_unwind(struct hp_unwinder *u, const struct heapprofd_rec_alloc *a,
 		t->ok = 1;
 		t->nreads = 0;
 		/* ip and sp are the memo's key: always part of the inputs */
-		t->regmask = 1U << HEAPPROFD_X86_64_IP | 1U << HEAPPROFD_X86_64_SP;
+		t->regmask = 1U << HEAPPROFD_REG_PC | 1U << HEAPPROFD_REG_SP;
 	}
 	if (max <= 0)
 		return 0;
-	if (a->regs[HEAPPROFD_X86_64_IP])
-		add_frame(&c, &out[n++], NULL, a->regs[HEAPPROFD_X86_64_IP]);
+	if (heapprofd_rec_pc(a))
+		add_frame(&c, &out[n++], NULL, heapprofd_rec_pc(a));
 	if (!n || unw_init_remote(&cur, u->as, &c) < 0) {
 		untraceable(&c);
 		return n;
@@ -484,13 +478,13 @@ int hp_unwind(struct hp_unwinder *u, const struct heapprofd_rec_alloc *a,
 		 * then let libunwind go on from the caller.
 		 */
 		if (n >= max || n < 2 || restarts >= 64 || has_cfi(&c, out[n - 1].pc - 1) ||
-		    unw_get_reg(&cur, UNW_X86_64_RBP, &fp) < 0 || fp_step(&c, fp, &rip, &next_fp))
+		    unw_get_reg(&cur, HP_UNW_FP, &fp) < 0 || fp_step(&c, fp, &rip, &next_fp))
 			break;
 		add_frame(&c, &out[n], &out[n - 1], rip);
 		n++;
 		again = *a;
 		again.regs[HEAPPROFD_REG_PC] = rip;
-		again.regs[HEAPPROFD_REG_SP] = fp + 16;
+		again.regs[HEAPPROFD_REG_SP] = hp_arch_fp_caller_sp(fp);
 		again.regs[HEAPPROFD_REG_FP] = next_fp;
 		c.a = &again;
 		restarts++;

@@ -52,11 +52,12 @@ static void drain(struct hp_ring *r, struct counts *c)
 				c->a2003 += a.req_size == 2003;
 				/* With stack reuse a record may carry less than
 				 * the whole stack, never more, and says so. */
-				if (a.usable_size < a.req_size || a.nregs != 8 ||
-				    a.regs[HEAPPROFD_X86_64_SP] >= a.stack_top ||
+				if (a.usable_size < a.req_size || a.nregs != HEAPPROFD_NREGS_NATIVE ||
+				    a.arch != HEAPPROFD_ARCH_NATIVE ||
+				    a.regs[HEAPPROFD_REG_SP] >= a.stack_top ||
 				    sizeof(a) + a.stack_len > len ||
 				    (!(a.hdr.flags & HEAPPROFD_ALLOC_STACK_TRUNCATED) &&
-				     a.regs[HEAPPROFD_X86_64_SP] + a.stack_len + a.stack_reused !=
+				     a.regs[HEAPPROFD_REG_SP] + a.stack_len + a.stack_reused !=
 				     a.stack_top) ||
 				    !!a.stack_reused != !!(a.hdr.flags & HEAPPROFD_ALLOC_STACK_REUSED))
 					c->bad++;

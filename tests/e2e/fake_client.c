@@ -101,16 +101,11 @@ static __attribute__((noinline)) void inflight_site(struct hp_ring *r, uint64_t 
 	a->count = 1;
 	a->heap_id = HEAPPROFD_HEAP_MALLOC;
 	a->tid = (uint32_t)getpid();
-#if defined(__x86_64__)
-	a->arch = HEAPPROFD_ARCH_X86_64;
-	a->nregs = HEAPPROFD_X86_64_NREGS;
-#else
-	a->arch = HEAPPROFD_ARCH_AARCH64;
-	a->nregs = 4;
-#endif
-	/* pc and sp are the first two on both: the site itself, no stack */
-	a->regs[0] = (uintptr_t)inflight_site + 1;
-	a->regs[1] = (uintptr_t)__builtin_frame_address(0);
+	a->arch = HEAPPROFD_ARCH_NATIVE;
+	a->nregs = HEAPPROFD_NREGS_NATIVE;
+	/* the site itself, no stack */
+	a->regs[HEAPPROFD_REG_PC] = (uintptr_t)inflight_site + 1;
+	a->regs[HEAPPROFD_REG_SP] = (uintptr_t)__builtin_frame_address(0);
 	hp_ring_commit(r, &a->hdr);
 }
 
