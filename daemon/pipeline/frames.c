@@ -127,8 +127,17 @@ size_t hp_sample_frames(const struct hp_prof *p, const struct hp_prof_sample *s,
 		for (uint32_t q = 0; q < nf && n < max; q++) {
 			const struct hp_prof_line *ln = l && q && l->inl + q - 1 < p->nlines ?
 				&p->lines[l->inl + q - 1] : NULL;
-			const char *nm = hp_intern(strs, hp_prof_loc_frame(p, li, q, buf,
-									  sizeof(buf)));
+			const char *nm = hp_prof_loc_frame(p, li, q, buf, sizeof(buf));
+
+			/*
+			 * Names of symbolized frames are the profile's interned
+			 * strings already; only a name made up in buf (or the
+			 * literal "?") is interned here, so that equal names are
+			 * the same pointer without hashing every frame of every
+			 * sample (C++ names run to hundreds of bytes).
+			 */
+			if (nm == buf || !strcmp(nm, "?"))
+				nm = hp_intern(strs, nm);
 
 			out[n].name = nm ? nm : "?";
 			out[n].file = ln ? ln->file : l ? l->file : NULL;

@@ -146,7 +146,7 @@ static struct fnode *fchild(struct fnode *n, const char *name)
 	struct fnode *c;
 
 	for (c = n->kids; c; c = c->next)
-		if (c->name == name || !strcmp(c->name, name))
+		if (c->name == name)	/* interned (hp_sample_frames) */
 			return c;
 	c = calloc(1, sizeof(*c));
 	if (!c)
@@ -516,8 +516,8 @@ static int text_tables(const struct hp_prof *p, const struct hp_render_opts *o,
 		}
 		/* cumulative: each function once per stack (recursion counts once) */
 		for (k = 0; k < n; k++) {
-			struct agg *fa = agg_get(&funcs, hp_hash_str(fr[k].name),
-						 (uint64_t)(uintptr_t)fr[k].name);
+			/* by pointer: hp_sample_frames gives interned names */
+			struct agg *fa = agg_get(&funcs, (uint64_t)(uintptr_t)fr[k].name, 0);
 
 			if (!fa) {
 				rc = -1;
