@@ -81,7 +81,7 @@ arm64:
 	+$(ARM64_MAKE) ATTACH_OUT=$(ARM64_OUT)/tests/attach $(addprefix $(ARM64_OUT)/tests/attach/,$(ARM64_ATTACH))
 
 module:
-	@test -n "$(KDIR)" || { echo "no kernel headers: apt-get install linux-headers-amd64 (or make KDIR=...)"; exit 1; }
+	@test -n "$(KDIR)" || { echo "no kernel headers: apt-get install linux-headers-$(shell dpkg --print-architecture) (or make KDIR=...)"; exit 1; }
 	$(MAKE) -C $(KDIR) M=$(CURDIR) modules
 
 check:
