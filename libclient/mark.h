@@ -15,8 +15,9 @@
  *
  * For every block glibc hands out, the word below the address, u[-1], is
  * the chunk's size field: glibc writes it when it makes the chunk, and a
- * size is below 2^57 on any x86-64 (four- or five-level page tables), so
- * its top byte is never the tag. So only a marked block's u[-1] carries
+ * size is below 2^57 on any x86-64 (four- or five-level page tables) and
+ * below 2^52 on arm64 (at most 52-bit user addresses), so its top byte is
+ * never the tag. So only a marked block's u[-1] carries
  * the tag; nothing the program writes into its blocks can put it there
  * for a block glibc made. A free reads u[-1] anyway (the chunk header, for
  * the exact counters), so the common free pays one compare of a word it
