@@ -711,20 +711,19 @@ out:
 }
 
 /*
- * Detach's first half (heapprofd_client_unhook): the GOT slots put back at
- * a point where no thread is in the allocator or the loader, wherever else
- * it is, in the client too. From then on no call enters the client, so the
- * threads leave it as they run, and the second half (no thread inside the
- * client) finds its safe point at once, however busy the program.
+ * Call fn() of the client in a thread stopped at a safe point (client_too:
+ * no thread inside the client either), again after letting the threads run
+ * briefly while it answers -EBUSY (a thread was in a section the client
+ * guards). *ret is its answer.
  */
-static int unhook_first(struct stopset *s, const struct target_maps *tm, const struct objs *ob,
-			uint64_t fn, struct inject_times *tt, char *err, size_t errlen)
+static int call_when_safe(struct stopset *s, const struct target_maps *tm,
+			  const struct objs *ob, int client_too, uint64_t fn,
+			  struct inject_times *tt, uint64_t *ret, char *err, size_t errlen)
 {
 	struct ranges global, caller;
-	uint64_t ret = 0;
 	int rc = 0, busy;
 
-	risky_ranges(s->pid, ob, &global, &caller, 0);
+	risky_ranges(s->pid, ob, &global, &caller, client_too);
 	for (busy = 0; busy < SAFE_TRIES; busy++) {
 		uint64_t t1 = mono_us();
 		int tries, pick;
@@ -737,15 +736,31 @@ static int unhook_first(struct stopset *s, const struct target_maps *tm, const s
 		if (rc)
 			return rc;
 		t1 = mono_us();
-		rc = remote_call(s, &s->t[pick], 0, fn, NULL, 0, NULL, 0, &ret, err, errlen);
+		rc = remote_call(s, &s->t[pick], 0, fn, NULL, 0, NULL, 0, ret, err, errlen);
 		tt->call_us += mono_us() - t1;
-		if (rc)
+		if (rc || (int)*ret != -EBUSY)
 			return rc;
-		if ((int)ret != -EBUSY)
-			break;
 		if ((rc = run_briefly(s, RUN_US, err, errlen)) != 0)
 			return rc;
 	}
+	return rc;
+}
+
+/*
+ * Detach's first half (heapprofd_client_unhook): the GOT slots put back at
+ * a point where no thread is in the allocator or the loader, wherever else
+ * it is, in the client too. From then on no call enters the client, so the
+ * threads leave it as they run, and the second half (no thread inside the
+ * client) finds its safe point at once, however busy the program.
+ */
+static int unhook_first(struct stopset *s, const struct target_maps *tm, const struct objs *ob,
+			uint64_t fn, struct inject_times *tt, char *err, size_t errlen)
+{
+	uint64_t ret = 0;
+	int rc = call_when_safe(s, tm, ob, 0, fn, tt, &ret, err, errlen);
+
+	if (rc)
+		return rc;
 	if ((int)ret < 0) {
 		snprintf(err, errlen, "the client in pid %d did not take its hooks out: %s",
 			 (int)s->pid, strerror(-(int)ret));
@@ -757,14 +772,13 @@ static int unhook_first(struct stopset *s, const struct target_maps *tm, const s
 
 int hp_inject_detach(pid_t pid, struct inject_times *tt, char *err, size_t errlen)
 {
-	struct ranges global, caller;
 	char status[4096];
 	struct target_maps tm;
 	struct target_id id;
 	struct stopset s = { 0 };
 	struct objs ob;
 	uint64_t t0, fn, unhook, ret = 0;
-	int rc, inj = 0, busy;
+	int rc, inj = 0;
 
 	memset(tt, 0, sizeof(*tt));
 	memset(&ob, 0, sizeof(ob));
@@ -796,27 +810,9 @@ int hp_inject_detach(pid_t pid, struct inject_times *tt, char *err, size_t errle
 	tt->stop_us = mono_us() - t0;
 	if (unhook && (rc = unhook_first(&s, &tm, &ob, unhook, tt, err, errlen)) != 0)
 		goto out;
-	risky_ranges(pid, &ob, &global, &caller, 1);
-	for (busy = 0; busy < SAFE_TRIES; busy++) {
-		uint64_t t1 = mono_us();
-		int tries, pick;
-
-		rc = stop_safely(pid, &tm, &s, &global, &caller, &tries, &pick, err, errlen);
-		tt->tries += tries;
-		tt->safe_us += mono_us() - t1;
-		if (!rc && !s.tramp)
-			rc = place_trampoline(&s, &ob, err, errlen);
-		if (rc)
-			break;
-		/* No other thread may run while the ring is unmapped. */
-		t1 = mono_us();
-		rc = remote_call(&s, &s.t[pick], 0, fn, NULL, 0, NULL, 0, &ret, err, errlen);
-		tt->call_us += mono_us() - t1;
-		if (rc || (int)ret != -EBUSY)
-			break;
-		if ((rc = run_briefly(&s, RUN_US, err, errlen)) != 0)
-			break;
-	}
+	/* No other thread may run while the ring is unmapped: all stay
+	 * stopped during the call. */
+	rc = call_when_safe(&s, &tm, &ob, 1, fn, tt, &ret, err, errlen);
 	if (!rc && (int)ret < 0) {
 		rc = (int)ret;
 		snprintf(err, errlen, "the client in pid %d refused to detach: %s", (int)pid,
