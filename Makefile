@@ -61,10 +61,11 @@ include tests/attach/attach.mk
 # The DMA-BUF maker of tests/dmabuf/run.
 include tests/dmabuf/dmabuf.mk
 
-# The arm64 guest's user space: the client library, the daemon, heapprofctl
-# and the programs its tests run, cross-built with aarch64-linux-gnu-gcc
-# against the :arm64 libraries of scripts/apt-packages.txt into build/arm64/,
-# which scripts/vmtest --arch arm64 makes the guest's /hp/build.
+# The arm64 guest's user space: the client library, the daemon, heapprofctl,
+# the programs its tests run and the unwind benchmark, cross-built with
+# aarch64-linux-gnu-gcc against the :arm64 libraries of
+# scripts/apt-packages.txt into build/arm64/, which scripts/vmtest --arch
+# arm64 makes the guest's /hp/build.
 ARM64_OUT := $(CURDIR)/build/arm64
 ARM64_MAKE = $(MAKE) CC=aarch64-linux-gnu-gcc CXX=aarch64-linux-gnu-g++ PL_CC=aarch64-linux-gnu-gcc AR=aarch64-linux-gnu-ar \
 	BUILD=$(ARM64_OUT) PL_BUILD=$(ARM64_OUT) PL_CXXRT=-l:libstdc++.so.6
@@ -75,7 +76,7 @@ arm64:
 	$(MAKE) -C selftests/heapprofd ARCH=arm64
 	+$(ARM64_MAKE) -C libclient $(ARM64_OUT)/libheapprofd_client.so guest-tests \
 		$(ARM64_OUT)/bench/client/bench_client
-	+$(ARM64_MAKE) -C daemon all e2e-progs
+	+$(ARM64_MAKE) -C daemon all e2e-progs $(ARM64_OUT)/bench/pipeline/bench_unwind
 	+$(ARM64_MAKE) -C heapprofctl
 	+$(ARM64_MAKE) DMABUF_TEST_OUT=$(ARM64_OUT)/tests/dmabuf $(ARM64_OUT)/tests/dmabuf/mkbufs
 	+$(ARM64_MAKE) ATTACH_OUT=$(ARM64_OUT)/tests/attach $(addprefix $(ARM64_OUT)/tests/attach/,$(ARM64_ATTACH))

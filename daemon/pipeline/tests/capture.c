@@ -3,12 +3,14 @@
  * The registers and the raw stack of the caller, as the client sends them:
  * registers taken at one instruction inside hp_test_capture, then the bytes
  * from that stack pointer up to the top of the stack. Built without
- * sanitizers so the stack is an ordinary one.
+ * sanitizers so the stack is an ordinary one. The registers are taken as
+ * the client takes them, by its architecture seam's hp_regs_capture, in
+ * the uapi's order for the architecture this is built for.
  */
 #include <stdio.h>
 #include <string.h>
 
-#include "../../../uapi/linux/heapprofd.h"
+#include "../../../libclient/arch.h"
 #include "capture.h"
 
 static uint64_t stack_top;
@@ -32,22 +34,13 @@ __attribute__((noinline)) size_t hp_test_capture(void *buf, size_t cap, uint64_t
 						  uint64_t size, uint64_t seq)
 {
 	struct heapprofd_rec_alloc *a = buf;
-	uint64_t regs[HEAPPROFD_X86_64_NREGS], sp, n;
+	uint64_t regs[HEAPPROFD_NREGS_NATIVE], sp, n;
 
-	__asm__ volatile("leaq 0(%%rip), %%rax\n\t"
-			 "movq %%rax, 0(%0)\n\t"
-			 "movq %%rsp, 8(%0)\n\t"
-			 "movq %%rbp, 16(%0)\n\t"
-			 "movq %%rbx, 24(%0)\n\t"
-			 "movq %%r12, 32(%0)\n\t"
-			 "movq %%r13, 40(%0)\n\t"
-			 "movq %%r14, 48(%0)\n\t"
-			 "movq %%r15, 56(%0)\n\t"
-			 : : "r"(regs) : "rax", "memory");
+	hp_regs_capture(regs);
 	if (cap < sizeof(*a))
 		return 0;
 	memset(a, 0, sizeof(*a));
-	sp = regs[HEAPPROFD_X86_64_SP];
+	sp = regs[HEAPPROFD_REG_SP];
 	n = stack_top > sp ? stack_top - sp : 0;
 	if (n > cap - sizeof(*a))
 		n = (cap - sizeof(*a)) & ~7ULL;
@@ -65,9 +58,9 @@ __attribute__((noinline)) size_t hp_test_capture(void *buf, size_t cap, uint64_t
 	a->interval = 1;
 	a->count = 1;
 	a->hdr.flags = HEAPPROFD_ALLOC_EXACT;
-	a->arch = HEAPPROFD_ARCH_X86_64;
+	a->arch = HEAPPROFD_ARCH_NATIVE;
 	a->stack_top = stack_top;
-	a->nregs = HEAPPROFD_X86_64_NREGS;
+	a->nregs = HEAPPROFD_NREGS_NATIVE;
 	a->stack_len = (uint32_t)n;
 	memcpy(a->regs, regs, sizeof(regs));
 	return a->hdr.len;

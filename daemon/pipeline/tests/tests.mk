@@ -35,7 +35,9 @@ $(PL_TDIR)/target_o0.o: $(PL_TSRC)/target_o0.c $(PL_TSRC)/capture.h
 $(PL_TDIR)/target_o2.o: $(PL_TSRC)/target_o2.c $(PL_TSRC)/capture.h
 	@mkdir -p $(PL_TDIR)
 	$(PL_CC) -std=gnu11 -g -O2 -fomit-frame-pointer -fno-optimize-sibling-calls -c $< -o $@
-$(PL_TDIR)/capture.o: $(PL_TSRC)/capture.c $(PL_TSRC)/capture.h $(PL_HDRS)
+# The registers as the client takes them: its architecture seam.
+$(PL_TDIR)/capture.o: $(PL_TSRC)/capture.c $(PL_TSRC)/capture.h $(PL_HDRS) $(PL_ROOT)/libclient/arch.h \
+		      $(wildcard $(PL_ROOT)/libclient/arch/*.h)
 	@mkdir -p $(PL_TDIR)
 	$(PL_CC) -std=gnu11 -g -O2 -fomit-frame-pointer -c $< -o $@
 
@@ -106,11 +108,11 @@ pipeline-check: $(PL_TDIR)/test_pipeline $(PL_TDIR)/test_pipeline_asan $(PL_TDIR
 
 # Unwind cost (30-frame stacks, warm caches), memory per process, and the
 # accuracy against a known workload (needs build/heapprofctl and the client).
-$(PL_ROOT)/build/bench/pipeline/bench_unwind: $(PL_TDEPS) $(PL_TARGET_OBJS) $(PL_ROOT)/bench/unwind/bench_unwind.c
+$(PL_BUILD)/bench/pipeline/bench_unwind: $(PL_TDEPS) $(PL_TARGET_OBJS) $(PL_ROOT)/bench/unwind/bench_unwind.c
 	@mkdir -p $(dir $@)
 	$(PL_CC) $(PL_WARN) -O2 -g $(PIPELINE_CFLAGS) -I$(PL_TSRC) -I$(PL_DIR) -o $@ \
 		$(PL_ROOT)/bench/unwind/bench_unwind.c $(PL_LIBSRC) $(PL_TARGET_OBJS) $(PIPELINE_LIBS)
 
-pipeline-bench: $(PL_ROOT)/build/bench/pipeline/bench_unwind
-	$(PL_ROOT)/build/bench/pipeline/bench_unwind
+pipeline-bench: $(PL_BUILD)/bench/pipeline/bench_unwind
+	$(PL_BUILD)/bench/pipeline/bench_unwind
 	$(PL_ROOT)/bench/unwind/accuracy.sh
