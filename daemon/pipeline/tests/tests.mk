@@ -35,9 +35,7 @@ $(PL_TDIR)/target_o0.o: $(PL_TSRC)/target_o0.c $(PL_TSRC)/capture.h
 $(PL_TDIR)/target_o2.o: $(PL_TSRC)/target_o2.c $(PL_TSRC)/capture.h
 	@mkdir -p $(PL_TDIR)
 	$(PL_CC) -std=gnu11 -g -O2 -fomit-frame-pointer -fno-optimize-sibling-calls -c $< -o $@
-# The registers as the client takes them: its architecture seam.
-$(PL_TDIR)/capture.o: $(PL_TSRC)/capture.c $(PL_TSRC)/capture.h $(PL_HDRS) $(PL_ROOT)/libclient/arch.h \
-		      $(wildcard $(PL_ROOT)/libclient/arch/*.h)
+$(PL_TDIR)/capture.o: $(PL_TSRC)/capture.c $(PL_TSRC)/capture.h $(PL_HDRS)
 	@mkdir -p $(PL_TDIR)
 	$(PL_CC) -std=gnu11 -g -O2 -fomit-frame-pointer -c $< -o $@
 
