@@ -38,6 +38,14 @@ void arch_resume_state(const struct user_regs_struct *in, struct user_regs_struc
 
 /* The thread's floating-point and vector state, as saved. */
 struct arch_fp;
+
+/* The kernel's stack_t inside a signal frame's ucontext: the same on
+ * every 64-bit architecture (each arch file lays out the rest). */
+struct k_stack {
+	uint64_t ss_sp;
+	int32_t ss_flags, pad;
+	uint64_t ss_size;
+};
 /* 0 with *fp (free it with arch_fp_free), or -errno. */
 int arch_fp_save(pid_t tid, struct arch_fp **fp);
 void arch_fp_restore(pid_t tid, const struct arch_fp *fp);

@@ -56,11 +56,7 @@ struct k_sigcontext {
 
 struct k_ucontext {
 	uint64_t uc_flags, uc_link;
-	struct {
-		uint64_t ss_sp;
-		int32_t ss_flags, pad;
-		uint64_t ss_size;
-	} uc_stack;
+	struct k_stack uc_stack;
 	uint64_t uc_sigmask;
 	uint8_t unused[1024 / 8 - 8];
 	struct k_sigcontext uc_mcontext;
