@@ -468,6 +468,7 @@ void hp_py_comment(struct hp_py *py, struct hp_prof *o);
 size_t hp_py_mem(const struct hp_py *py);	/* bytes it holds now */
 /* CPython 3.11 location table: the line of code unit lasti, or -1. */
 int hp_py_line(const uint8_t *lt, uint32_t n, int firstline, uint32_t lasti);
+void hp_py_lines(const uint8_t *lt, uint32_t n, int firstline, int32_t *lines, uint32_t nunits);
 
 /* ---- perfmap.c: JIT code named from /tmp/perf-<pid>.map ----------------- */
 

@@ -160,6 +160,27 @@ static void test_lines(void)
 		free(heap);
 	}
 	tap_ok(!bad, "location table: every truncation of it is read within its bounds");
+	/* The lines decoded once (a code object's cache) say what the walk
+	 * says, for the table, each truncation and a garbage table. */
+	bad = 0;
+	for (size_t k = 0; k <= n + 1; k++) {
+		int32_t lines[40];
+
+		heap = malloc(k ? k : 1);
+		if (k <= n)
+			memcpy(heap, lt, k);
+		else
+			memset(heap, 0xff, k), heap[0] = 0x80 | (14 << 3);
+		hp_py_lines(heap, (uint32_t)k, 2, lines, 40);
+		for (uint32_t u = 0; u < 40; u++)
+			if (lines[u] != hp_py_line(heap, (uint32_t)k, 2, u)) {
+				tap_diag("%zu bytes of table, code unit %u: decoded %d, walked %d",
+					 k, u, lines[u], hp_py_line(heap, (uint32_t)k, 2, u));
+				bad++;
+			}
+		free(heap);
+	}
+	tap_ok(!bad, "location table: the lines decoded once are the lines looked up one by one");
 	/* A varint that never ends, an entry without its first-byte bit. */
 	memset(lt, 0xff, sizeof(lt));
 	lt[0] = 0x80 | (14 << 3);
