@@ -1704,6 +1704,111 @@ static void test_reuse_growth(void)
 	hp_reuse_free(r);
 }
 
+/*
+ * Stack deltas applied where the thread's saved top lies (reuse.c,
+ * delta_in_place): a stack whose words change between records, each record
+ * a delta of the changed words against the one before (its unchanged top
+ * reused), must be rebuilt byte for byte; a deeper stack comes whole, and a
+ * delta after a stack that did not reach the top has no base (cut, never
+ * made up).
+ */
+static void test_reuse_delta(void)
+{
+	static const uint32_t depth[] = { 4096, 4096, 3072, 4096, 1024, 1024, 8192, 8192, 2048 };
+	const uint64_t top = 0x7ff000000000ULL;
+	struct hp_reuse *r = hp_reuse_new();
+	uint8_t *live = calloc(1, 8192), *prev = calloc(1, 8192), *whole = NULL;
+	uint8_t *rec = malloc(sizeof(struct heapprofd_rec_alloc) + 16 + 8192 * 2);
+	uint32_t prev_depth = 0, seed = 12345;
+	size_t i, good = 0, deltas = 0;
+	struct hp_stack_view v;
+	int cut_ok;
+
+	for (i = 0; i < sizeof(depth) / sizeof(depth[0]); i++) {
+		struct heapprofd_rec_alloc *a = (void *)rec;
+		struct heapprofd_stack_delta *dh = (void *)(a + 1);
+		struct heapprofd_delta_run *run;
+		uint32_t d = depth[i], k = 0, nruns = 0, w, want;
+		uint8_t *lit;
+		int got;
+
+		/* Some words of the live stack (top down in live[8192 - d ..]) change. */
+		for (w = 0; w < 24; w++) {
+			seed = seed * 1103515245 + 12345;
+			live[8192 - 8 - 8 * ((seed >> 8) % (d / 8))] ^= (uint8_t)(1 + (seed >> 20) % 255);
+		}
+		memset(a, 0, sizeof(*a));
+		a->tid = 78;
+		a->stack_top = top;
+		a->regs[HEAPPROFD_X86_64_SP] = top - d;
+		if (d > prev_depth) {		/* deeper: the whole stack */
+			memcpy(a + 1, live + 8192 - d, d);
+			a->stack_len = d;
+		} else {
+			/* the unchanged top, reused; the changed words below as runs */
+			while (k + 8 <= d && !memcmp(live + 8192 - k - 8, prev + 8192 - k - 8, 8))
+				k += 8;
+			want = d - k;
+			run = (void *)(dh + 1);
+			for (w = 0; w < want; w += 8)
+				if (memcmp(live + 8192 - d + w, prev + 8192 - d + w, 8))
+					nruns++;
+			lit = (uint8_t *)(run + nruns);
+			nruns = 0;
+			for (w = 0; w < want; w += 8)
+				if (memcmp(live + 8192 - d + w, prev + 8192 - d + w, 8)) {
+					run[nruns].off = w;
+					run[nruns].len = 8;
+					memcpy(lit, live + 8192 - d + w, 8);
+					lit += 8;
+					nruns++;
+				}
+			dh->nruns = nruns;
+			a->hdr.flags = HEAPPROFD_ALLOC_STACK_DELTA | (k ? HEAPPROFD_ALLOC_STACK_REUSED : 0);
+			a->stack_len = want;
+			a->stack_reused = k;
+			deltas++;
+		}
+		got = hp_reuse_view(r, a, (const uint8_t *)(a + 1), &v);
+		if (got != (d > prev_depth ? 0 : 1))
+			break;
+		whole = realloc(whole, hp_reuse_whole_len(&v));
+		hp_reuse_build(a, &v, 0, whole);
+		if (((struct heapprofd_rec_alloc *)whole)->stack_len != d ||
+		    memcmp(whole + sizeof(*a), live + 8192 - d, d))
+			break;
+		memcpy(prev, live, 8192);
+		prev_depth = d;
+		good++;
+	}
+	ok(good == sizeof(depth) / sizeof(depth[0]) && deltas >= 5,
+	   "reuse: a stack changing between records, sent as deltas against the one before, is rebuilt exactly at every step (%zu of %zu, %zu deltas)",
+	   good, sizeof(depth) / sizeof(depth[0]), deltas);
+	/* A copy that stops short of the top leaves nothing to apply a delta to. */
+	{
+		struct heapprofd_rec_alloc *a = (void *)rec;
+		struct heapprofd_stack_delta *dh = (void *)(a + 1);
+
+		memset(a, 0, sizeof(*a));
+		a->tid = 78;
+		a->stack_top = top;
+		a->regs[HEAPPROFD_X86_64_SP] = top - 2048;
+		a->stack_len = 1024;	/* ends 1 KiB below the top */
+		memcpy(a + 1, live + 8192 - 2048, 1024);
+		hp_reuse_view(r, a, (const uint8_t *)(a + 1), &v);
+		a->hdr.flags = HEAPPROFD_ALLOC_STACK_DELTA;
+		a->stack_len = 2048;
+		dh->nruns = 0;
+		cut_ok = hp_reuse_view(r, a, (const uint8_t *)(a + 1), &v) == 2 && v.own_len < 2048;
+	}
+	ok(cut_ok, "reuse: a delta after a stack copy that stopped short of the top is cut where its base is missing");
+	free(rec);
+	free(whole);
+	free(live);
+	free(prev);
+	hp_reuse_free(r);
+}
+
 static void test_hmap(void)
 {
 	enum { KEYS = 512, OPS = 200000 };
@@ -2781,6 +2886,7 @@ int main(void)
 	test_sigmask();
 	test_hmap();
 	test_reuse_growth();
+	test_reuse_delta();
 	test_symcache();
 	test_outfile();
 	test_drop_frames_and_cum();
