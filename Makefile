@@ -70,7 +70,7 @@ ARM64_OUT := $(CURDIR)/build/arm64
 ARM64_MAKE = $(MAKE) CC=aarch64-linux-gnu-gcc CXX=aarch64-linux-gnu-g++ PL_CC=aarch64-linux-gnu-gcc AR=aarch64-linux-gnu-ar \
 	BUILD=$(ARM64_OUT) PL_BUILD=$(ARM64_OUT) PL_CXXRT=-l:libstdc++.so.6
 # What tests/attach/run runs (tests/attach/hostile's programs are x86-64's).
-ARM64_ATTACH := storm libdlsite.so static_loop cxx_storm
+ARM64_ATTACH := storm libdlsite.so static_loop cxx_storm vregs
 arm64: export PKG_CONFIG_LIBDIR := /usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig
 arm64:
 	$(MAKE) -C selftests/heapprofd ARCH=arm64

@@ -5,8 +5,9 @@
  * rt_sigframe with its FP/SIMD record, and the arm64 system call rules.
  *
  * Registers go through PTRACE_GETREGSET/SETREGSET (NT_PRSTATUS: x0..x30,
- * sp, pc, pstate; NT_PRFPREG: v0..v31, fpsr, fpcr); arm64 has no
- * PTRACE_GETREGS. A system call is skipped by setting its number to -1
+ * sp, pc, pstate; NT_PRFPREG: v0..v31, fpsr, fpcr; NT_ARM_SVE: the
+ * scalable z, p and ffr registers, when the thread's are live); arm64 has
+ * no PTRACE_GETREGS. A system call is skipped by setting its number to -1
  * (NT_ARM_SYSTEM_CALL).
  */
 #include <elf.h>
@@ -111,9 +112,46 @@ void arch_resume_state(const struct user_regs_struct *in, struct user_regs_struc
 	*r = *in;
 }
 
+/* The most NT_ARM_SVE state taken: the architecture's largest vector
+ * length (2048 bits) needs about 9 KiB; more is not a real thread's. */
+#define SVE_STATE_MAX	(64U << 10)
+
 struct arch_fp {
 	struct user_fpsimd_struct v;
+	/*
+	 * NT_ARM_SVE as read, when the thread's SVE registers were live
+	 * (SVE_PT_REGS_SVE): the v registers are only the low 128 bits of
+	 * its z registers, and the call's system calls discard the rest
+	 * (the kernel's SVE ABI), so they are put back whole. NULL without
+	 * SVE, or with its state not live (then v is the whole of it).
+	 */
+	void *sve;
+	size_t sve_len;
 };
+
+static void sve_save(pid_t tid, struct arch_fp *fp)
+{
+	struct user_sve_header h;
+	struct iovec iov = { &h, sizeof(h) };
+	void *b;
+
+	/* EINVAL without SVE (CPU or kernel): nothing more to keep. */
+	if (ptrace(PTRACE_GETREGSET, tid, (void *)NT_ARM_SVE, &iov) || iov.iov_len < sizeof(h) ||
+	    (h.flags & SVE_PT_REGS_MASK) != SVE_PT_REGS_SVE || h.size <= sizeof(h) ||
+	    h.size > SVE_STATE_MAX)
+		return;
+	b = calloc(1, h.size);
+	if (!b)
+		return;
+	iov.iov_base = b;
+	iov.iov_len = h.size;
+	if (ptrace(PTRACE_GETREGSET, tid, (void *)NT_ARM_SVE, &iov) || iov.iov_len != h.size) {
+		free(b);
+		return;
+	}
+	fp->sve = b;
+	fp->sve_len = iov.iov_len;
+}
 
 int arch_fp_save(pid_t tid, struct arch_fp **out)
 {
@@ -127,6 +165,7 @@ int arch_fp_save(pid_t tid, struct arch_fp **out)
 	iov.iov_len = sizeof(fp->v);
 	if (ptrace(PTRACE_GETREGSET, tid, (void *)NT_PRFPREG, &iov))
 		return -errno;
+	sve_save(tid, fp);
 	return 0;
 }
 
@@ -135,10 +174,19 @@ void arch_fp_restore(pid_t tid, const struct arch_fp *fp)
 	struct iovec iov = { (void *)&fp->v, sizeof(fp->v) };
 
 	ptrace(PTRACE_SETREGSET, tid, (void *)NT_PRFPREG, &iov);
+	/* Then the whole z, p and ffr registers (and fpsr, fpcr: the same
+	 * values), the thread's SVE state live again as it was. */
+	if (fp->sve) {
+		iov.iov_base = fp->sve;
+		iov.iov_len = fp->sve_len;
+		ptrace(PTRACE_SETREGSET, tid, (void *)NT_ARM_SVE, &iov);
+	}
 }
 
 void arch_fp_free(struct arch_fp *fp)
 {
+	if (fp)
+		free(fp->sve);
 	free(fp);
 }
 
@@ -169,7 +217,10 @@ int arch_write_frame(int mem, uint64_t sp, uint64_t below, uint64_t tramp,
 	sc->sp = r->sp;
 	sc->pc = r->pc;
 	sc->pstate = r->pstate;
-	/* The FP/SIMD record, then the terminator (zeroes: calloc). */
+	/* The FP/SIMD record, then the terminator (zeroes: calloc). No SVE
+	 * record: this frame is used only when heapprofctl is gone before
+	 * the call returns (arch_fp_restore puts SVE state back otherwise),
+	 * and the thread then keeps the low 128 bits of its z registers. */
 	memset(&fc, 0, sizeof(fc));
 	fc.head.magic = FPSIMD_MAGIC;
 	fc.head.size = sizeof(fc);

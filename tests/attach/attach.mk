@@ -8,13 +8,16 @@ ATTACH_OUT := $(CURDIR)/build/tests/attach
 ATTACH_CFLAGS := -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer
 ATTACH_PROGS := $(ATTACH_OUT)/storm $(ATTACH_OUT)/libdlsite.so $(ATTACH_OUT)/static_loop \
 	$(ATTACH_OUT)/cxx_storm $(ATTACH_OUT)/victim $(ATTACH_OUT)/libdecoy.so \
-	$(ATTACH_OUT)/libaudit.so $(ATTACH_OUT)/suid_probe
+	$(ATTACH_OUT)/libaudit.so $(ATTACH_OUT)/suid_probe $(ATTACH_OUT)/vregs
 
 $(ATTACH_OUT):
 	mkdir -p $@
 
 $(ATTACH_OUT)/storm: $(ATTACH_SRC)/storm.c | $(ATTACH_OUT)
 	$(CC) $(ATTACH_CFLAGS) -o $@ $< -ldl -lpthread
+
+$(ATTACH_OUT)/vregs: $(ATTACH_SRC)/vregs.c | $(ATTACH_OUT)
+	$(CC) $(ATTACH_CFLAGS) -o $@ $<
 
 $(ATTACH_OUT)/cxx_storm: $(ATTACH_SRC)/cxx_storm.cc | $(ATTACH_OUT)
 	$(CXX) -std=gnu++17 -Wall -Wextra -Werror -g -O1 -fno-omit-frame-pointer -o $@ $< -lpthread
