@@ -119,9 +119,10 @@ void arch_resume_state(const struct user_regs_struct *in, struct user_regs_struc
 /* The extended state as rt_sigreturn reads it: the ptrace regset (the
  * user ABI's layout, its software bytes filled in) and the end marker. */
 struct arch_fp {
-	uint8_t *xs;
+	uint8_t *xs;		/* as ptrace gave it */
 	size_t len;		/* what goes into the frame */
 	size_t regset_len;	/* what goes back through ptrace */
+	uint64_t xcr0;		/* the features the state was taken under */
 	int xstate;
 };
 
@@ -129,25 +130,27 @@ int arch_fp_save(pid_t tid, struct arch_fp **out)
 {
 	struct arch_fp *fp = calloc(1, sizeof(*fp));
 	struct iovec iov;
-	struct fx_sw sw;
+	uint64_t xcr0;
 
 	*out = fp;
 	if (!fp || !(fp->xs = calloc(1, XSTATE_MAX)))
 		return -ENOMEM;
 	iov.iov_base = fp->xs;
-	iov.iov_len = XSTATE_MAX;
+	iov.iov_len = XSTATE_MAX - 8;	/* a whole number of words (else EINVAL), room for the marker */
+	/*
+	 * The whole extended state (AVX, AVX-512, ...) in the user ABI's
+	 * layout. ptrace's copy holds, in the fxsave area's software bytes,
+	 * the feature mask (XCR0) it was taken under, not a signal frame's
+	 * description of itself: that is written for the frame only
+	 * (arch_write_frame). It goes back through ptrace as it came.
+	 */
 	if (!ptrace(PTRACE_GETREGSET, tid, (void *)NT_X86_XSTATE, &iov) && iov.iov_len >= 576) {
-		memcpy(&sw, fp->xs + FX_SW_OFF, sizeof(sw));
+		memcpy(&xcr0, fp->xs + FX_SW_OFF, sizeof(xcr0));
+		fp->xcr0 = xcr0;
 		fp->regset_len = iov.iov_len;
-		if (sw.magic1 == FP_XSTATE_MAGIC1 && sw.xstate_size >= 576 &&
-		    sw.xstate_size <= iov.iov_len && sw.xstate_size + 4 <= XSTATE_MAX) {
-			uint32_t m2 = FP_XSTATE_MAGIC2;
-
-			memcpy(fp->xs + sw.xstate_size, &m2, 4);
-			fp->len = sw.xstate_size + 4;
-			fp->xstate = 1;
-			return 0;
-		}
+		fp->len = iov.iov_len + 4;	/* and the end marker */
+		fp->xstate = 1;
+		return 0;
 	}
 	/* The legacy fxsave area alone: rt_sigreturn takes it without the
 	 * software bytes' magic. */
@@ -208,10 +211,32 @@ int arch_write_frame(int mem, uint64_t sp, uint64_t below, uint64_t tramp,
 	sc->ip = r->rip, sc->flags = r->eflags;
 	sc->cs = (uint16_t)r->cs, sc->ss = (uint16_t)r->ss;
 	sc->fpstate = at;
-	if (pwrite(mem, fp->xs, fp->len, (off_t)at) != (ssize_t)fp->len ||
-	    pwrite(mem, &f, sizeof(f), (off_t)sp) != (ssize_t)sizeof(f))
+	if (fp->xstate) {
+		/* The frame's copy says what it holds (the software bytes
+		 * rt_sigreturn checks) and ends with the second magic. */
+		uint8_t *x = malloc(fp->len);
+		struct fx_sw sw;
+		uint32_t m2 = FP_XSTATE_MAGIC2;
+		ssize_t w;
+
+		if (!x)
+			return -1;
+		memcpy(x, fp->xs, fp->regset_len);
+		memset(&sw, 0, sizeof(sw));
+		sw.magic1 = FP_XSTATE_MAGIC1;
+		sw.extended_size = (uint32_t)fp->len;
+		sw.xfeatures = fp->xcr0;
+		sw.xstate_size = (uint32_t)fp->regset_len;
+		memcpy(x + FX_SW_OFF, &sw, sizeof(sw));
+		memcpy(x + fp->regset_len, &m2, sizeof(m2));
+		w = pwrite(mem, x, fp->len, (off_t)at);
+		free(x);
+		if (w != (ssize_t)fp->len)
+			return -1;
+	} else if (pwrite(mem, fp->xs, fp->len, (off_t)at) != (ssize_t)fp->len) {
 		return -1;
-	return 0;
+	}
+	return pwrite(mem, &f, sizeof(f), (off_t)sp) == (ssize_t)sizeof(f) ? 0 : -1;
 }
 
 void arch_call_regs(struct user_regs_struct *r, uint64_t fn, uint64_t sp, uint64_t tramp,
