@@ -116,8 +116,9 @@ void arch_resume_state(const struct user_regs_struct *in, struct user_regs_struc
 	r->orig_rax = (unsigned long long)-1;
 }
 
-/* The extended state as rt_sigreturn reads it: the ptrace regset (the
- * user ABI's layout, its software bytes filled in) and the end marker. */
+/* The extended state: the ptrace regset in the user ABI's layout, which
+ * is also the layout rt_sigreturn reads (with the software bytes saying
+ * so and an end marker, added when a frame is written). */
 struct arch_fp {
 	uint8_t *xs;		/* as ptrace gave it */
 	size_t len;		/* what goes into the frame */
