@@ -296,11 +296,19 @@ static int acc_proc_name(unw_addr_space_t as, unw_word_t addr, char *buf,
 	return -UNW_ENOINFO;	/* names come from libdwfl later */
 }
 
-/* The mapping of addr; an unknown address rereads the maps (rate-limited). */
+/*
+ * The mapping of code address addr; an unknown address rereads the maps
+ * (rate-limited). So does one in a mapping that is not executable: code
+ * runs only from executable pages, so the snapshot is older than the code
+ * (a library dlopen'ed where another mapping was when it was taken, a
+ * thread's freed stack, say), and its name is to be found in a newer one.
+ */
 static const struct hp_mapping *lookup_map(struct uctx *c, uint64_t addr)
 {
 	const struct hp_mapping *m = hp_maps_find(&c->u->maps, addr);
 
+	if (m && !(m->prot & 4))
+		m = NULL;
 	if (!m && !c->reloaded && !c->u->mem_dead &&
 	    mono_ns() - c->u->last_miss_reload_ns >= HP_MISS_RELOAD_NS) {
 		/* Outside every known mapping: maybe a dlopen we missed. */
@@ -309,6 +317,8 @@ static const struct hp_mapping *lookup_map(struct uctx *c, uint64_t addr)
 		c->u->last_miss_reload_ns = mono_ns();
 		if (!reload_maps(c->u))
 			m = hp_maps_find(&c->u->maps, addr);
+		if (m && !(m->prot & 4))
+			m = NULL;
 	}
 	/*
 	 * Still outside every mapping (no reread allowed yet, or the reread
