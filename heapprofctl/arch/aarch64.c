@@ -219,8 +219,10 @@ int arch_write_frame(int mem, uint64_t sp, uint64_t below, uint64_t tramp,
 	sc->pstate = r->pstate;
 	/* The FP/SIMD record, then the terminator (zeroes: calloc). No SVE
 	 * record: this frame is used only when heapprofctl is gone before
-	 * the call returns (arch_fp_restore puts SVE state back otherwise),
-	 * and the thread then keeps the low 128 bits of its z registers. */
+	 * the call returns (arch_fp_restore puts SVE state back otherwise);
+	 * the thread then gets back its v registers, not the rest of its z
+	 * registers (not tested on arm64: tests/attach/run's check of that
+	 * path needs libaudit.so, built for x86-64 only). */
 	memset(&fc, 0, sizeof(fc));
 	fc.head.magic = FPSIMD_MAGIC;
 	fc.head.size = sizeof(fc);
