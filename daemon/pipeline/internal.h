@@ -478,6 +478,8 @@ struct hp_perfmap *hp_perfmap_new(pid_t pid, int proc_fd);
 void hp_perfmap_free(struct hp_perfmap *pm);
 /* The name of the code at addr now, into buf: 1, or 0 if none. */
 int hp_perfmap_name(struct hp_perfmap *pm, uint64_t addr, char *buf, size_t len);
+/* Read what the file gained since, now (a dump: not rate-limited). */
+void hp_perfmap_refresh(struct hp_perfmap *pm);
 /*
  * Frames in no file (f[i].elf NULL, i > 0) that the map names become
  * frames of the map's names file (references taken, one per run). Returns

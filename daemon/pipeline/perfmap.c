@@ -19,7 +19,8 @@
  * appended, or all of it if it was replaced) when an address is not found
  * and the file changed, at most every HP_PERFMAP_REREAD_MS. The unwinders
  * ask at unwind time (what the code was then) and the dump again for
- * what was still unnamed (a map written late, as jcmd's). One lock:
+ * what was still unnamed (a map written late, as jcmd's), after reading
+ * the file whatever the time of the last look. One lock:
  * workers and the dump share a process's map.
  */
 #include <errno.h>
@@ -373,6 +374,21 @@ static const struct pm_entry *find(const struct hp_perfmap *pm, uint64_t addr)
 			best = e;
 	}
 	return best;
+}
+
+/*
+ * A dump asks for every address still unnamed at once, and may come within
+ * HP_PERFMAP_REREAD_MS of a worker's look that found the file before the
+ * runtime's last lines: it reads the file first, whatever the time.
+ */
+void hp_perfmap_refresh(struct hp_perfmap *pm)
+{
+	if (!pm)
+		return;
+	pthread_mutex_lock(&pm->lock);
+	pm->last_look_ms = now_ms();
+	refresh(pm);
+	pthread_mutex_unlock(&pm->lock);
 }
 
 int hp_perfmap_name(struct hp_perfmap *pm, uint64_t addr, char *buf, size_t len)

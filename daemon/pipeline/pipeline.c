@@ -1366,12 +1366,16 @@ static int write_prof(struct hp_proc *pr, const struct hp_prof *prof, const char
 static void name_jit(struct hp_proc *pr, struct hp_prof *p)
 {
 	char name[256];
+	int looked = 0;
 
 	for (uint32_t i = 0; pr->jit && i < p->nlocs; i++) {
 		struct hp_prof_loc *l = &p->locs[i];
 
-		if (!l->map && !l->func && l->addr &&
-		    hp_perfmap_name(pr->jit, l->addr, name, sizeof(name)))
+		if (l->map || l->func || !l->addr)
+			continue;
+		if (!looked++)
+			hp_perfmap_refresh(pr->jit);
+		if (hp_perfmap_name(pr->jit, l->addr, name, sizeof(name)))
 			l->func = hp_prof_str(p, name);
 	}
 }

@@ -237,6 +237,18 @@ static void test_perfmap(void)
 	tap_ok(ok, "perfmap: a long name is cut at 255 bytes (%zu)", ok ? strlen(name) : 0);
 	tap_ok(!hp_perfmap_name(pm, 0x6000, name, sizeof(name)),
 	       "perfmap: a last line without its newline waits for it");
+	/* Lines the runtime writes just before the process ends: a dump's
+	 * read takes them, however soon after the last look it comes. */
+	f = fopen(path, "a");
+	if (f) {
+		fprintf(f, "\n7000 10 late\n");
+		fclose(f);
+	}
+	hp_perfmap_name(pm, 0x7100, name, sizeof(name));	/* a miss: a look */
+	hp_perfmap_refresh(pm);
+	ok = hp_perfmap_name(pm, 0x7000, name, sizeof(name)) && !strcmp(name, "late") &&
+	     hp_perfmap_name(pm, 0x6000, name, sizeof(name));
+	tap_ok(ok, "perfmap: a dump's refresh reads lines appended right after a look");
 	hp_perfmap_free(pm);
 
 	/* Another user could have written it: ignored. */
