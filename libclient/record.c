@@ -340,6 +340,31 @@ static void shadow_update(struct hp_shadow *sh, uint64_t sp, uint64_t top,
 	sh->gen = gen;
 }
 
+/*
+ * After a delta record: the shadow was the same as the stack but for the
+ * runs, so only they are copied in (the whole copy was a third of the
+ * client's time on Python's deep stacks). The same bounds as
+ * shadow_update: the topmost HEAPPROFD_STACK_REUSE_MAX bytes.
+ */
+static void shadow_apply(struct hp_shadow *sh, uint64_t sp, uint64_t top, uint32_t same,
+			 const struct heapprofd_delta_run *runs, int nruns)
+{
+	uint64_t lo = top - sp > HEAPPROFD_STACK_REUSE_MAX ? top - HEAPPROFD_STACK_REUSE_MAX : sp;
+	uint8_t *at_top = sh->buf + HEAPPROFD_STACK_REUSE_MAX;
+
+	for (int i = 0; i < nruns; i++) {
+		uint64_t a = sp + runs[i].off, e = a + runs[i].len;
+
+		if (e <= lo)
+			continue;
+		if (a < lo)
+			a = lo;
+		memcpy(at_top - (top - a), (const uint8_t *)(uintptr_t)a, e - a);
+	}
+	sh->len = (uint32_t)(top - lo) & ~7U;
+	sh->same = same <= sh->len ? same : 0;
+}
+
 int hp_write_alloc(const void *addr, uint64_t req, uint64_t usable,
 		   uint64_t est, uint64_t interval, uint32_t count,
 		   uint32_t heap_id, int exact, const uint64_t *regs)
@@ -449,8 +474,12 @@ int hp_write_alloc(const void *addr, uint64_t req, uint64_t usable,
 		   (same ? HEAPPROFD_ALLOC_STACK_REUSED : 0) |
 		   (nruns >= 0 ? HEAPPROFD_ALLOC_STACK_DELTA : 0) |
 		   (npy ? HEAPPROFD_ALLOC_PYFRAMES : 0);
-	shadow_update(&hp_self.shadow, sp, t->stack_top, same, gen,
-		      !truncated && sp + stack_len + same == t->stack_top);
+	if (nruns >= 0 && hp_cfg.stack_reuse && !hp_self.exited &&
+	    sp + stack_len + same == t->stack_top)
+		shadow_apply(&hp_self.shadow, sp, t->stack_top, same, runs, nruns);
+	else
+		shadow_update(&hp_self.shadow, sp, t->stack_top, same, gen,
+			      !truncated && sp + stack_len + same == t->stack_top);
 	commit(h, len);
 	return 0;
 }

@@ -608,6 +608,7 @@ static int mode_marks(void)
 /* As minidaemon.h reads them. */
 #define HP_MARK_OUTER	0x4d4b524fULL
 #define HP_MARK_INNER	0x4d4b5249ULL
+#define HP_MARK_CHURN	0x4d4b5243ULL
 
 /*
  * Stack reuse must send what changed, wherever it is: each malloc of
@@ -642,6 +643,12 @@ static __attribute__((noinline)) int mode_stackmarks(int n)
 	for (i = 0; i < n; i++) {
 		if (i % 50 == 0)
 			outer[500] = HP_MARK_OUTER << 32 | (uint32_t)i;
+		/* Lower in the outer frame: a word that changes every call (so
+		 * each record below the top is a delta) and a mark that changes
+		 * every other one (unchanged, it is right only if the record
+		 * before left both ends with the same words). */
+		outer[300] = (uint64_t)i * 0x9e3779b97f4a7c15ULL;
+		outer[320] = HP_MARK_CHURN << 32 | (uint32_t)(i - i % 2);
 		marks_inner(i);
 	}
 	__asm__ volatile("" : : "r"(outer) : "memory");

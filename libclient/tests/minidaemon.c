@@ -141,6 +141,8 @@ static void add_rec(struct md_session *s, const struct heapprofd_rec_hdr *h,
 					r->mark_outer = (uint32_t)w + 1ULL;
 				if ((w >> 32) == HP_MARK_INNER)
 					r->mark_inner = (uint32_t)w + 1ULL;
+				if ((w >> 32) == HP_MARK_CHURN)
+					r->mark_churn = (uint32_t)w + 1ULL;
 			}
 		}
 	}

@@ -22,7 +22,7 @@ struct md_rec {
 	uint64_t exe_words[32];	/* stack words that look like PIE text addresses */
 	/* The last stack words whose top half is HP_MARK_OUTER / HP_MARK_INNER
 	 * (hp_target's "stackmarks"), low halves + 1; 0: none. */
-	uint64_t mark_outer, mark_inner;
+	uint64_t mark_outer, mark_inner, mark_churn;
 	union {
 		struct heapprofd_rec_alloc alloc;
 		struct heapprofd_rec_free free;
@@ -33,6 +33,7 @@ struct md_rec {
 
 #define HP_MARK_OUTER	0x4d4b524fULL	/* "MKRO" */
 #define HP_MARK_INNER	0x4d4b5249ULL	/* "MKRI" */
+#define HP_MARK_CHURN	0x4d4b5243ULL	/* "MKRC" */
 
 struct md_session {
 	struct hp_hello hello;
