@@ -14,8 +14,9 @@
  * go of the interpreter lock to run C code. A thread that never ran Python
  * has none, and its samples carry no Python frames.
  *
- * The layout of the structures walked is that of CPython 3.11 on x86-64,
- * checked against the interpreter's Py_Version before anything is read; any
+ * The layout of the structures walked is that of CPython 3.11 on a 64-bit
+ * Linux ABI (x86-64 and arm64 lay them out alike: 8-byte pointers, 4-byte
+ * ints, natural alignment), checked against the interpreter's Py_Version before anything is read; any
  * other version is profiled natively, with one line saying so. Only memory
  * the thread itself owns is read (its thread state, its C frame record,
  * its interpreter frames), and only while it is inside an allocation it
@@ -30,7 +31,8 @@
 #include "client.h"
 #include "pyframes.h"
 
-/* CPython 3.11, x86-64 (Include/cpython/pystate.h, internal/pycore_frame.h). */
+/* CPython 3.11, x86-64 and arm64 (Include/cpython/pystate.h,
+ * internal/pycore_frame.h). */
 #define PY311_TSTATE_CFRAME	56	/* PyThreadState.cframe */
 #define PY311_CFRAME_CURRENT	8	/* _PyCFrame.current_frame */
 #define PY311_FRAME_CODE	32	/* _PyInterpreterFrame.f_code */
@@ -63,7 +65,7 @@ void hp_py_init(void)
 	py.initialized = (int (*)(void))dlsym(RTLD_DEFAULT, "Py_IsInitialized");
 	if (!py.tstate || !py.initialized)
 		return;		/* no Python in this process */
-#if defined(__x86_64__)
+#if defined(__x86_64__) || defined(__aarch64__)
 	v = version ? *version : 0;
 	if (version && (v >> 16) == 0x030b) {
 		__atomic_store_n(&py.on, 1, __ATOMIC_RELEASE);
@@ -79,7 +81,7 @@ void hp_py_init(void)
 #else
 	(void)version;
 	(void)v;
-	hp_warn("Python frames are read on x86-64 only: profiled natively");
+	hp_warn("Python frames are read on x86-64 and arm64 only: profiled natively");
 #endif
 }
 

@@ -16,7 +16,8 @@
  * own type object), every length is bounded, a frame that does not check
  * out is left out (never named wrong), and a process whose frames mostly
  * do not check out loses its Python frames altogether, with a line in the
- * profile. Only CPython 3.11's layout is known (x86-64); another version is
+ * profile. Only CPython 3.11's layout is known (x86-64 and arm64, which lay it
+ * out alike); another version is
  * profiled natively, and the profile says so.
  *
  * A code object freed and another made at its address while a profile runs
@@ -41,7 +42,8 @@
 
 #include "internal.h"
 
-/* CPython 3.11, x86-64 (Include/cpython/code.h, unicodeobject.h, bytesobject.h). */
+/* CPython 3.11, x86-64 and arm64 (Include/cpython/code.h, unicodeobject.h,
+ * bytesobject.h). */
 #define CO_TYPE		8	/* ob_type */
 #define CO_SIZE		16	/* ob_size: code units */
 #define CO_FIRSTLINENO	72
