@@ -38,6 +38,7 @@ const uint64_t arch_red_zone = 0;
 /* The kernel's arm64 signal frame (arch/arm64/kernel/signal.c, uapi
  * asm/sigcontext.h and asm/ucontext.h). */
 #define FPSIMD_MAGIC	0x46508001U
+#define SVE_MAGIC	0x53564501U
 struct k_ctx {
 	uint32_t magic, size;
 };
@@ -46,6 +47,12 @@ struct k_fpsimd_context {
 	struct k_ctx head;
 	uint32_t fpsr, fpcr;
 	__uint128_t vregs[32];
+};
+
+/* Then the z, p and ffr registers, laid out as in NT_ARM_SVE's payload. */
+struct k_sve_context {
+	struct k_ctx head;
+	uint16_t vl, flags, resv[2];
 };
 
 struct k_sigcontext {
@@ -68,6 +75,7 @@ struct k_rt_sigframe {
 	struct k_ucontext uc;
 };
 _Static_assert(sizeof(struct k_fpsimd_context) == 528, "arm64 fpsimd_context");
+_Static_assert(sizeof(struct k_sve_context) == 16, "arm64 sve_context");
 _Static_assert(__builtin_offsetof(struct k_ucontext, uc_mcontext) == 176, "arm64 ucontext");
 _Static_assert(sizeof(struct k_rt_sigframe) == 4688, "arm64 rt_sigframe");
 
@@ -190,8 +198,42 @@ void arch_fp_free(struct arch_fp *fp)
 	free(fp);
 }
 
+/*
+ * The SVE record of a signal frame (the kernel's sve_context): the header,
+ * then at 16 bytes the registers as NT_ARM_SVE's payload has them after its
+ * own 16-byte header (32 z of VL bytes, 16 p and ffr of VL/8; its fpsr and
+ * fpcr after them are the FP/SIMD record's). rt_sigreturn takes it at the
+ * thread's vector length. Without live SVE state, or where it would not
+ * fit in the frame (vectors over 768 bits need the kernel's extra_context,
+ * not written here), none: the thread then gets its v registers back and
+ * zeroes above them, as the SVE ABI gives after a system call.
+ */
+static void sve_record(uint8_t *at, size_t room, const struct arch_fp *fp)
+{
+	struct user_sve_header h;
+	struct k_sve_context c;
+	size_t vq, regs, size;
+
+	if (!fp->sve || fp->sve_len < sizeof(h))
+		return;
+	memcpy(&h, fp->sve, sizeof(h));
+	if (!h.vl || h.vl % 16)
+		return;
+	vq = h.vl / 16;
+	regs = 32 * vq * 16 + 17 * vq * 2;	/* z, then p and ffr */
+	size = (16 + regs + 15) & ~(size_t)15;
+	if (size > room || fp->sve_len < 16 + regs)
+		return;
+	memset(&c, 0, sizeof(c));
+	c.head.magic = SVE_MAGIC;
+	c.head.size = (uint32_t)size;
+	c.vl = h.vl;
+	memcpy(at, &c, sizeof(c));
+	memcpy(at + 16, (const uint8_t *)fp->sve + 16, regs);
+}
+
 /* The frame at sp, 16-byte aligned (rt_sigreturn refuses another), its
- * FP/SIMD record inside it. */
+ * FP/SIMD and SVE records inside it. */
 uint64_t arch_frame_sp(uint64_t below, const struct arch_fp *fp)
 {
 	(void)fp;
@@ -217,12 +259,10 @@ int arch_write_frame(int mem, uint64_t sp, uint64_t below, uint64_t tramp,
 	sc->sp = r->sp;
 	sc->pc = r->pc;
 	sc->pstate = r->pstate;
-	/* The FP/SIMD record, then the terminator (zeroes: calloc). No SVE
-	 * record: this frame is used only when heapprofctl is gone before
-	 * the call returns (arch_fp_restore puts SVE state back otherwise);
-	 * the thread then gets back its v registers, not the rest of its z
-	 * registers (not tested on arm64: tests/attach/run's check of that
-	 * path needs libaudit.so, built for x86-64 only). */
+	/* The FP/SIMD record, the SVE record when the thread's SVE state was
+	 * live, then the terminator (zeroes: calloc). This frame is used
+	 * only when heapprofctl is gone before the call returns
+	 * (arch_fp_restore puts the state back otherwise). */
 	memset(&fc, 0, sizeof(fc));
 	fc.head.magic = FPSIMD_MAGIC;
 	fc.head.size = sizeof(fc);
@@ -230,6 +270,8 @@ int arch_write_frame(int mem, uint64_t sp, uint64_t below, uint64_t tramp,
 	fc.fpcr = fp->v.fpcr;
 	memcpy(fc.vregs, fp->v.vregs, sizeof(fc.vregs));
 	memcpy(sc->reserved, &fc, sizeof(fc));
+	sve_record(sc->reserved + sizeof(fc), sizeof(sc->reserved) - sizeof(fc) - sizeof(struct k_ctx),
+		   fp);
 	w = pwrite(mem, f, sizeof(*f), (off_t)sp);
 	free(f);
 	return w == (ssize_t)sizeof(*f) ? 0 : -1;
