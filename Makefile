@@ -68,9 +68,11 @@ include tests/dmabuf/dmabuf.mk
 # arm64 makes the guest's /hp/build.
 ARM64_OUT := $(CURDIR)/build/arm64
 ARM64_MAKE = $(MAKE) CC=aarch64-linux-gnu-gcc CXX=aarch64-linux-gnu-g++ PL_CC=aarch64-linux-gnu-gcc AR=aarch64-linux-gnu-ar \
+	OBJCOPY=aarch64-linux-gnu-objcopy \
 	BUILD=$(ARM64_OUT) PL_BUILD=$(ARM64_OUT) PL_CXXRT=-l:libstdc++.so.6
 # What tests/attach/run and tests/attach/hostile run (the latter also
-# tests/hostile's hostile, for its drop-privileges exec).
+# tests/hostile's hostile, for its drop-privileges exec; tests/hostile's
+# programs are all cross-built).
 ARM64_ATTACH := storm libdlsite.so static_loop cxx_storm vregs victim libdecoy.so libaudit.so suid_probe
 arm64: export PKG_CONFIG_LIBDIR := /usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig
 arm64:
@@ -81,7 +83,7 @@ arm64:
 	+$(ARM64_MAKE) -C heapprofctl
 	+$(ARM64_MAKE) DMABUF_TEST_OUT=$(ARM64_OUT)/tests/dmabuf $(ARM64_OUT)/tests/dmabuf/mkbufs
 	+$(ARM64_MAKE) ATTACH_OUT=$(ARM64_OUT)/tests/attach $(addprefix $(ARM64_OUT)/tests/attach/,$(ARM64_ATTACH))
-	+$(ARM64_MAKE) HOSTILE_OUT=$(ARM64_OUT)/tests/hostile $(ARM64_OUT)/tests/hostile/hostile
+	+$(ARM64_MAKE) HOSTILE_OUT=$(ARM64_OUT)/tests/hostile hostile
 
 module:
 	@test -n "$(KDIR)" || { echo "no kernel headers: apt-get install linux-headers-$(shell dpkg --print-architecture) (or make KDIR=...)"; exit 1; }

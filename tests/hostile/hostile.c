@@ -325,15 +325,15 @@ static int put_sample(struct hp_ring *r, uint64_t ip)
 	a->count = 256;
 	a->heap_id = HEAPPROFD_HEAP_MALLOC;
 	a->tid = (uint32_t)syscall(SYS_gettid);
-	a->arch = HEAPPROFD_ARCH_X86_64;
+	a->arch = HEAPPROFD_ARCH_NATIVE;	/* the daemon's, which unwinds it */
 	a->timestamp_ns = 1;
 	a->stack_top = sp + 4096;
-	a->nregs = HEAPPROFD_X86_64_NREGS;
+	a->nregs = HEAPPROFD_NREGS_NATIVE;
 	a->stack_len = 0;
 	memset(a->regs, 0, sizeof(a->regs));
-	a->regs[HEAPPROFD_X86_64_IP] = ip;
-	a->regs[HEAPPROFD_X86_64_SP] = sp;
-	a->regs[HEAPPROFD_X86_64_BP] = 0;
+	a->regs[HEAPPROFD_REG_PC] = ip;
+	a->regs[HEAPPROFD_REG_SP] = sp;
+	a->regs[HEAPPROFD_REG_FP] = 0;
 	a->stack_reused = 0;
 	a->resv2 = 0;
 	hp_ring_commit(r, &a->hdr);
@@ -683,14 +683,14 @@ again:
 		struct heapprofd_rec_alloc *a = (void *)x.r.data;
 
 		memset(a, 0, 512);
-		a->arch = HEAPPROFD_ARCH_X86_64;
-		a->nregs = HEAPPROFD_X86_64_NREGS;
+		a->arch = HEAPPROFD_ARCH_NATIVE;
+		a->nregs = HEAPPROFD_NREGS_NATIVE;
 		a->interval = 4096;
 		a->est_size = 4096;
 		a->count = 1;
 		a->stack_len = 1U << 30;
 		a->stack_top = 0x7fff00000000ULL;
-		a->regs[HEAPPROFD_X86_64_SP] = a->stack_top - (1U << 30);
+		a->regs[HEAPPROFD_REG_SP] = a->stack_top - (1U << 30);
 		raw_record(&x.r, 0, 512, HEAPPROFD_REC_ALLOC);
 		__atomic_store_n(&x.r.prod->tail, 512, __ATOMIC_RELEASE);
 	} else if (!strcmp(kind, "tail")) {

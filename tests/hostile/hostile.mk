@@ -5,6 +5,7 @@
 # tests/hostile/run and tests/hostile/user-budget run them.
 HOSTILE_SRC := $(CURDIR)/tests/hostile
 HOSTILE_OUT := $(CURDIR)/build/tests/hostile
+OBJCOPY ?= objcopy
 HOSTILE_CFLAGS := -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -g
 HOSTILE_HDRS := $(CURDIR)/proto/ring.h $(CURDIR)/proto/socket_proto.h \
 	$(CURDIR)/uapi/linux/heapprofd.h
@@ -38,7 +39,7 @@ $(HOSTILE_OUT)/termcheck: $(HOSTILE_SRC)/termcheck.c | $(HOSTILE_OUT)
 # give its functions. No -g: the name comes from the symbol table.
 $(HOSTILE_OUT)/normal_escname: $(HOSTILE_SRC)/normal.c | $(HOSTILE_OUT)
 	$(CC) -O0 -fno-omit-frame-pointer -fno-inline $(filter-out -g,$(HOSTILE_CFLAGS)) -c -o $@.o $<
-	objcopy --redefine-sym "normal_site_loop=$$(printf 'evil_site\033]0;pwned\007')" $@.o $@.2.o
+	$(OBJCOPY) --redefine-sym "normal_site_loop=$$(printf 'evil_site\033]0;pwned\007')" $@.o $@.2.o
 	$(CC) -o $@ $@.2.o
 	rm -f $@.o $@.2.o
 
