@@ -342,9 +342,9 @@ static void shadow_update(struct hp_shadow *sh, uint64_t sp, uint64_t top,
 
 /*
  * After a delta record: the shadow was the same as the stack but for the
- * runs, so only they are copied in (the whole copy was a third of the
- * client's time on Python's deep stacks). The same bounds as
- * shadow_update: the topmost HEAPPROFD_STACK_REUSE_MAX bytes.
+ * runs, so only they are copied in, not the whole stack again (Python's
+ * interpreter: ~4 KB a sample, of which ~230 bytes changed). The same
+ * bounds as shadow_update: the topmost HEAPPROFD_STACK_REUSE_MAX bytes.
  */
 static void shadow_apply(struct hp_shadow *sh, uint64_t sp, uint64_t top, uint32_t same,
 			 const struct heapprofd_delta_run *runs, int nruns)
