@@ -15,7 +15,11 @@
  *                            libc.so.6) without pause (RENAME_EXCHANGE)
  *   victim spin STOP         its own allocator, one spin lock, which a
  *                            second thread holds most of the time
+ *   victim control - LIB     the test's control: calls the decoy LIB's
+ *                            dlopen itself; exit 0 when it left its mark
+ *                            (mark.decoy in the working directory)
  */
+#include <dlfcn.h>
 #include <elf.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -207,6 +211,16 @@ int main(int argc, char **argv)
 	unsigned long sum = 0, expect = 0;
 	pthread_t th;
 
+	if (!strcmp(mode, "control") && argc > 3) {
+		void *h = dlopen(argv[3], RTLD_NOW | RTLD_LOCAL);
+		void *(*fn)(const char *, int) = h ? (void *(*)(const char *, int))dlsym(h, "dlopen") :
+						 NULL;
+
+		if (!fn)
+			return 2;
+		fn("x", 0);
+		return access("mark.decoy", F_OK) ? 1 : 0;
+	}
 	if (!strcmp(mode, "decoy") && argc > 3) {
 		if (map_below_libc(argv[3])) {
 			fprintf(stderr, "victim: cannot map %s\n", argv[3]);
