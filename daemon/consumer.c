@@ -554,6 +554,7 @@ static void drain_ring(struct hpd_session *s, int producer_gone)
 	uint32_t len;
 	volatile int n = 0;
 	volatile uint64_t taken = 0;
+	uint64_t fed_at;
 
 	if (!s->enabled || s->ending)
 		return;
@@ -590,6 +591,7 @@ static void drain_ring(struct hpd_session *s, int producer_gone)
 			s->records++;
 			s->bytes += len;
 			guard_on = 0;
+			fed_at = hpd_now_ms();
 			if (hp_proc_feed(s->proc, s->buf, len, why, sizeof(why)) < 0) {
 				char msg[200];
 
@@ -597,6 +599,13 @@ static void drain_ring(struct hpd_session *s, int producer_gone)
 				hpd_session_end(s, msg);
 				return;
 			}
+			/* The feed waits while the pipeline holds too much of
+			 * this process's records: the ring is not read meanwhile,
+			 * and a client that sees it unread for its stall bound
+			 * stops profiling. Said, so that such a stop has a cause. */
+			if (hpd_now_ms() - fed_at >= 1000)
+				hpd_log(HPD_DEBUG, "pid %d: the pipeline took %llu ms to take a record (its queue for the process was full)",
+					(int)s->pid, (unsigned long long)(hpd_now_ms() - fed_at));
 			guard_on = 1;	/* the sigsetjmp above still holds */
 			heap_announced(s);
 			if ((++n >= DRAIN_BATCH || hpd_mem_fed(1) || hpd_cpu_fed(1)) &&
