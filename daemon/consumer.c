@@ -554,7 +554,7 @@ static void drain_ring(struct hpd_session *s, int producer_gone)
 	uint32_t len;
 	volatile int n = 0;
 	volatile uint64_t taken = 0;
-	uint64_t fed_at;
+	uint64_t waited;
 
 	if (!s->enabled || s->ending)
 		return;
@@ -591,7 +591,6 @@ static void drain_ring(struct hpd_session *s, int producer_gone)
 			s->records++;
 			s->bytes += len;
 			guard_on = 0;
-			fed_at = hpd_now_ms();
 			if (hp_proc_feed(s->proc, s->buf, len, why, sizeof(why)) < 0) {
 				char msg[200];
 
@@ -603,9 +602,10 @@ static void drain_ring(struct hpd_session *s, int producer_gone)
 			 * this process's records: the ring is not read meanwhile,
 			 * and a client that sees it unread for its stall bound
 			 * stops profiling. Said, so that such a stop has a cause. */
-			if (hpd_now_ms() - fed_at >= 1000)
+			waited = hp_proc_take_room_wait_ms(s->proc);
+			if (waited >= 1000)
 				hpd_log(HPD_DEBUG, "pid %d: the pipeline took %llu ms to take a record (its queue for the process was full)",
-					(int)s->pid, (unsigned long long)(hpd_now_ms() - fed_at));
+					(int)s->pid, (unsigned long long)waited);
 			guard_on = 1;	/* the sigsetjmp above still holds */
 			heap_announced(s);
 			if ((++n >= DRAIN_BATCH || hpd_mem_fed(1) || hpd_cpu_fed(1)) &&

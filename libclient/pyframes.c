@@ -16,8 +16,9 @@
  *
  * The layout of the structures walked is that of CPython 3.11 on a 64-bit
  * Linux ABI (x86-64 and arm64 lay them out alike: 8-byte pointers, 4-byte
- * ints, natural alignment), checked against the interpreter's Py_Version before anything is read; any
- * other version is profiled natively, with one line saying so. Only memory
+ * ints, natural alignment), checked against the interpreter's Py_Version
+ * before anything is read; any other version is profiled natively, with
+ * one line saying so. Only memory
  * the thread itself owns is read (its thread state, its C frame record,
  * its interpreter frames), and only while it is inside an allocation it
  * made, so nothing read can change under the walk.

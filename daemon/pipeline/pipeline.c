@@ -178,6 +178,7 @@ struct hp_proc {
 		unsigned rr;		/* round robin over workers */
 		uint64_t fed, queued_in;
 		uint64_t kfed, kbad;	/* kernel records fed, and rejected */
+		uint64_t room_wait_ms;	/* the longest wait for room, until taken */
 		char kbad_why[120];	/* why the first was rejected */
 	} f __attribute__((aligned(64)));
 	struct {
@@ -1102,14 +1103,35 @@ static struct job *rec_job(size_t len)
 	return j;
 }
 
-/* Backpressure (HP_MAX_QUEUED_BYTES): wait while too much is in flight. */
+/* Backpressure (HP_MAX_QUEUED_BYTES): wait while too much is in flight.
+ * The clock is read only when there is a wait. */
 static void wait_for_room(struct hp_proc *pr)
 {
+	struct timespec t0, t1;
+	uint64_t ms;
+
+	if (queued_bytes(pr) <= pr->p->max_queued)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	while (queued_bytes(pr) > pr->p->max_queued) {
 		/* The books may be waiting for a record still in our batch. */
 		hp_proc_flush(pr);
 		usleep(200);
 	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ms = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000 + (uint64_t)(t1.tv_nsec / 1000000) -
+	     (uint64_t)(t0.tv_nsec / 1000000);
+	if (ms > pr->f.room_wait_ms)
+		pr->f.room_wait_ms = ms;
+}
+
+uint64_t hp_proc_take_room_wait_ms(struct hp_proc *pr)
+{
+	uint64_t ms = pr ? pr->f.room_wait_ms : 0;
+
+	if (pr)
+		pr->f.room_wait_ms = 0;
+	return ms;
 }
 
 int hp_proc_feed(struct hp_proc *pr, const void *rec, size_t len, char *why,

@@ -76,14 +76,17 @@ struct hp_proc *hp_proc_new(struct hp_pipeline *p, const struct hp_proc_info *in
  * queue it. Returns 0, or -1 with a reason in why: the caller ends the
  * session. Backpressure: while more than 8 MiB of this process's records
  * (hp_pipeline_opts.max_queued_bytes) wait to be unwound, the call sleeps
- * (so the ring fills and the client drops and counts, instead of the
- * daemon's memory growing). Kernel record
+ * (so the ring fills and the client samples less, then waits, instead of
+ * the daemon's memory growing). Kernel record
  * types (>= HEAPPROFD_REC_KERNEL_FIRST) are accepted and ignored: in the
  * ring the producer wrote them, and only the kernel's count. The dmabuf
  * heap is the kernel's too: a ring record there is malformed.
  */
 int hp_proc_feed(struct hp_proc *pr, const void *rec, size_t len, char *why,
 		 size_t whylen);
+/* The longest of those sleeps since the last call, in ms (the feeding
+ * thread; pr may be NULL: 0). */
+uint64_t hp_proc_take_room_wait_ms(struct hp_proc *pr);
 /*
  * One record the kernel queued for the session (uapi "Kernel records":
  * read(2) on the consumer fd), checked as hostile as any other: stamp 0,

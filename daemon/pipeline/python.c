@@ -16,9 +16,9 @@
  * own type object), every length is bounded, a frame that does not check
  * out is left out (never named wrong), and a process whose frames mostly
  * do not check out loses its Python frames altogether, with a line in the
- * profile. Only CPython 3.11's layout is known (x86-64 and arm64, which lay it
- * out alike); another version is
- * profiled natively, and the profile says so.
+ * profile. Only CPython 3.11's layout is known (x86-64 and arm64, which lay
+ * it out alike); another version is profiled natively, and the profile
+ * says so.
  *
  * A code object freed and another made at its address while a profile runs
  * is taken for a new one when its instruction addresses fall outside the
