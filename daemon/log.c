@@ -27,6 +27,14 @@ void hpd_log(int level, const char *fmt, ...)
 	if (use_syslog) {
 		vsyslog(prio[level], fmt, ap);
 	} else {
+		/* With -v, the monotonic time in seconds: how long apart two
+		 * events were is what a debug log is read for. */
+		if (hpd_verbosity >= HPD_DEBUG) {
+			struct timespec ts;
+
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			fprintf(stderr, "[%5lld.%03ld] ", (long long)ts.tv_sec, ts.tv_nsec / 1000000);
+		}
 		fprintf(stderr, "heapprofd: %s: ", tag[level]);
 		vfprintf(stderr, fmt, ap);
 		fputc('\n', stderr);

@@ -40,7 +40,10 @@
  *        stack   an ALLOC record whose stack_len claims 1 GiB in 512 bytes
  *        tail    tail 5 ring sizes ahead of head
  *        Prints "reply STATUS ring BYTES" and then "hup AFTER_MS" when the
- *        daemon closed the session, or "alive" if it did not within 3 s.
+ *        daemon closed the session within --hup-ms MS (default 3000), or
+ *        "alive" if it did not; then, if it closes it within 30 s more,
+ *        "late AFTER_MS" (a slow daemon told apart from one that never ends
+ *        the session).
  *   borrow SOCK [--hold FILE]   connect() in a child, let it exit, send the
  *        hello from the parent: prints "parent P child C reply STATUS".
  *
@@ -96,6 +99,7 @@
 #define HOLD_MAX_MS	120000
 
 static const char *hold_file;
+static int hup_ms = 3000;	/* records: the bound on ending the session */
 
 static uint64_t now_ms(void)
 {
@@ -702,10 +706,13 @@ again:
 	}
 	ring_wake(&x);
 	t0 = now_ms();
-	if (wait_hup(s, 3000))
+	if (wait_hup(s, hup_ms)) {
 		out("hup %" PRIu64, now_ms() - t0);
-	else
+	} else {
 		out("alive");
+		if (wait_hup(s, 30000))
+			out("late %" PRIu64, now_ms() - t0);
+	}
 	hold();
 	return 0;
 }
@@ -972,13 +979,16 @@ int main(int argc, char **argv)
 	mode = argv[0];
 	argv++;
 	argc--;
-	/* --hold FILE anywhere after the mode */
+	/* --hold FILE and --hup-ms MS anywhere after the mode */
 	for (i = 0; i < argc; i++)
-		if (!strcmp(argv[i], "--hold") && i + 1 < argc) {
-			hold_file = argv[i + 1];
+		if ((!strcmp(argv[i], "--hold") || !strcmp(argv[i], "--hup-ms")) && i + 1 < argc) {
+			if (!strcmp(argv[i], "--hold"))
+				hold_file = argv[i + 1];
+			else
+				hup_ms = atoi(argv[i + 1]);
 			memmove(argv + i, argv + i + 2, sizeof(char *) * (size_t)(argc - i - 1));
 			argc -= 2;
-			break;
+			i--;
 		}
 #define NEED(k) do { if (argc < (k)) usage(); } while (0)
 	if (!strcmp(mode, "forged")) {
