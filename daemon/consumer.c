@@ -33,8 +33,15 @@ struct hpd_session *hpd_sessions;
 struct hp_pipeline *hpd_pipe;
 static uint64_t next_id = 1;
 
-/* A record whose writer has not committed it after this long is given up. */
+/*
+ * A record whose writer has not committed it after this long is given up.
+ * The time counted is the time the drain watched it stay so, each look
+ * adding at most STALL_STEP_MAX_MS since the last: a machine that stood
+ * still (a virtual machine whose host did not run it) stopped the writer
+ * and this daemon alike, and its writer must get to run again first.
+ */
 #define STALL_BOUND_MS		1000
+#define STALL_STEP_MAX_MS	100
 /* Records drained in one go before other sessions get their turn. */
 #define DRAIN_BATCH		8192
 
@@ -630,8 +637,13 @@ static void drain_ring(struct hpd_session *s, int producer_gone)
 		if (st == HP_RING_NOT_READY) {
 			uint64_t now = hpd_now_ms();
 
+			if (s->stall_since_ms && s->stall_head == s->ring.chead) {
+				s->stall_watched_ms += now - s->stall_looked_ms < STALL_STEP_MAX_MS ?
+						       now - s->stall_looked_ms : STALL_STEP_MAX_MS;
+				s->stall_looked_ms = now;
+			}
 			if (s->stall_since_ms && s->stall_head == s->ring.chead &&
-			    (producer_gone || now - s->stall_since_ms >= STALL_BOUND_MS)) {
+			    (producer_gone || s->stall_watched_ms >= STALL_BOUND_MS)) {
 				const struct heapprofd_rec_hdr *r2;
 				uint32_t l2;
 
@@ -661,6 +673,8 @@ static void drain_ring(struct hpd_session *s, int producer_gone)
 			if (!s->stall_since_ms || s->stall_head != s->ring.chead) {
 				s->stall_head = s->ring.chead;
 				s->stall_since_ms = now;
+				s->stall_looked_ms = now;
+				s->stall_watched_ms = 0;
 				if (producer_gone) {
 					s->stall_since_ms = now - STALL_BOUND_MS;
 					continue;

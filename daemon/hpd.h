@@ -351,6 +351,8 @@ struct hpd_session {
 
 	uint64_t stall_head;		/* head at which a record stalled */
 	uint64_t stall_since_ms;
+	uint64_t stall_looked_ms;	/* the drain's last look at it */
+	uint64_t stall_watched_ms;	/* seen stalled this long (consumer.c) */
 	uint64_t detach_since_ms;	/* a detach is under way (the gate closed) */
 	int detach_empty;		/* the last drain found the ring empty */
 	int poll_only;			/* no wake channel: poll on the tick */

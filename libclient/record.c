@@ -97,6 +97,16 @@ static void stall_stop(uint32_t bound_us)
 }
 
 /*
+ * How much of one look's interval counts towards the stall bound: a wait
+ * is counted by the time this thread watched the ring not move, not by the
+ * clock alone. A machine that stood still (a virtual machine whose host did
+ * not run it, a stopped process group) advances the clock for every process
+ * at once; the first to run again must not find the daemon, which had no
+ * chance to read either, stalled.
+ */
+#define HP_WAIT_STEP_MAX_NS	(200ULL * 1000000)
+
+/*
  * Reserve a record. A full ring, with HEAPPROFD_CFG_BLOCK (the default):
  * wait for room for as long as the consumer keeps reading, however slowly
  * (the adaptive interval makes that rare: the ring fills only once the
@@ -113,7 +123,7 @@ static struct heapprofd_rec_hdr *reserve(uint32_t len, uint16_t type)
 	uint32_t bound_us = block ? hp_cfg.block_timeout_us :
 			    type != HEAPPROFD_REC_ALLOC ? HP_FREE_WAIT_US : 0;
 	struct heapprofd_rec_hdr *h;
-	uint64_t moved_ns = 0, head, last_head = 0, t;
+	uint64_t looked_ns = 0, watched_ns = 0, head, last_head = 0, t;
 	unsigned spins = 0;
 
 	for (;;) {
@@ -133,10 +143,15 @@ static struct heapprofd_rec_hdr *reserve(uint32_t len, uint16_t type)
 		if (!block && head == __atomic_load_n(&hp_wait_failed_head, __ATOMIC_RELAXED))
 			break;
 		t = now_ns();
-		if (!moved_ns || head != last_head) {
+		if (!looked_ns || head != last_head) {
 			last_head = head;
-			moved_ns = t;
-		} else if (bound_us && t - moved_ns > (uint64_t)bound_us * 1000) {
+			watched_ns = 0;
+		} else {
+			watched_ns += t - looked_ns < HP_WAIT_STEP_MAX_NS ? t - looked_ns :
+									 HP_WAIT_STEP_MAX_NS;
+		}
+		looked_ns = t;
+		if (bound_us && watched_ns > (uint64_t)bound_us * 1000) {
 			if (block) {
 				stall_stop(bound_us);
 				return NULL;
