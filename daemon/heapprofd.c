@@ -378,6 +378,11 @@ int main(int argc, char **argv)
 			hpd_mem_check(now);
 			hpd_session_tick(now);
 			last_tick = now;
+			/* With -v, a tick that held the loop a second or more
+			 * (the drains, dumps and budgets run in it). */
+			if (hpd_verbosity >= HPD_DEBUG && hpd_now_ms() - now >= 1000)
+				hpd_log(HPD_DEBUG, "the event loop was held %llu ms by the tick (drains, dumps, budgets)",
+					(unsigned long long)(hpd_now_ms() - now));
 		}
 		hpd_sessions_reap();
 		hpd_ctl_reap();

@@ -7,6 +7,7 @@
  * unwatched for a while (accept would fail at once, again and again).
  */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -82,6 +83,30 @@ static int loop_resume(uint64_t now)
 	return -1;
 }
 
+/*
+ * With -v: a handler that held the loop a second or more is said, with
+ * what its descriptor is (a session's connection, wake channel or module
+ * fd, a control connection) and the handler's offset in this binary
+ * (`nm heapprofd` names it). Every ring waits while the loop is held, and
+ * a client stops profiling after 10 s of that: this says where they went.
+ */
+static void say_held(const struct hpd_watch *w, uint64_t t0)
+{
+	uint64_t ms = hpd_now_ms() - t0;
+	char fdpath[64], what[128];
+	ssize_t n;
+
+	if (ms < 1000)
+		return;
+	snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", w->fd);
+	n = readlink(fdpath, what, sizeof(what) - 1);
+	what[n > 0 ? n : 0] = 0;
+	hpd_log(HPD_DEBUG, "the event loop was held %llu ms by the handler at +%#lx (fd %d, %s)",
+		(unsigned long long)ms,
+		(unsigned long)((uintptr_t)w->fn - (uintptr_t)hpd_loop_init), w->fd,
+		n > 0 ? what : "closed by then");
+}
+
 int hpd_sooner(int a, int b)
 {
 	return a < 0 ? b : b < 0 ? a : a < b ? a : b;
@@ -140,8 +165,11 @@ int hpd_loop_run(int timeout)
 		return errno == EINTR ? 0 : -errno;
 	for (i = 0; i < n; i++) {
 		struct hpd_watch *w = evs[i].data.ptr;
+		uint64_t t0 = hpd_verbosity >= HPD_DEBUG ? hpd_now_ms() : 0;
 
 		w->fn(w, evs[i].events);
+		if (t0)
+			say_held(w, t0);
 	}
 	return n;
 }

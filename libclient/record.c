@@ -92,7 +92,9 @@ static void stall_stop(uint32_t bound_us)
 
 	__atomic_store_n(&r->cnt->stall_stop_ns, clock_ns(CLOCK_REALTIME) | 1,
 			 __ATOMIC_RELAXED);
-	hp_debug("the daemon read nothing for %u ms while the ring was full", bound_us / 1000);
+	/* With the monotonic time, which the daemon's -v log also shows. */
+	hp_debug("the daemon read nothing for %u ms while the ring was full (at %.3f s)",
+		 bound_us / 1000, (double)now_ns() / 1e9);
 	hp_session_stop("the daemon stalled");
 }
 
