@@ -510,5 +510,5 @@ int hpd_ctl_listen(const char *path)
 {
 	ctl_listen_w.fn = ctl_accept;
 	/* Only the daemon's user (root for the system daemon) may control it. */
-	return hpd_loop_listen(path, 0600, 16, &ctl_listen_w);
+	return hpd_loop_listen(path, 0600, 16, 0, &ctl_listen_w);
 }

@@ -445,8 +445,11 @@ int hpd_loop_add(int fd, uint32_t events, struct hpd_watch *w);
 void hpd_loop_del(int fd);
 /* accept4 failed with EMFILE/ENFILE: unwatch w for HPD_ACCEPT_BACKOFF_MS. */
 void hpd_loop_backoff(struct hpd_watch *w);
-/* A listening SEQPACKET socket at path, created with mode, watched by w. */
-int hpd_loop_listen(const char *path, mode_t mode, int backlog, struct hpd_watch *w);
+/* A listening SEQPACKET socket at path, created with mode, watched by w;
+ * passcred: every message on its connections carries the sender's
+ * credentials (SO_PASSCRED), from the first. */
+int hpd_loop_listen(const char *path, mode_t mode, int backlog, int passcred,
+		    struct hpd_watch *w);
 /* Accept what is pending on w (accept4 flags) and hand each to adopt;
  * a failed adopt closes the fd; out of descriptors backs off. */
 void hpd_loop_accept(struct hpd_watch *w, int flags, int (*adopt)(int fd));

@@ -112,11 +112,12 @@ int hpd_sooner(int a, int b)
 	return a < 0 ? b : b < 0 ? a : a < b ? a : b;
 }
 
-int hpd_loop_listen(const char *path, mode_t mode, int backlog, struct hpd_watch *w)
+int hpd_loop_listen(const char *path, mode_t mode, int backlog, int passcred,
+		    struct hpd_watch *w)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
 	mode_t old;
-	int fd, rc;
+	int fd, rc, one = 1;
 
 	if (strlen(path) >= sizeof(a.sun_path)) {
 		hpd_log(HPD_ERR, "socket path too long: %s", path);
@@ -126,6 +127,18 @@ int hpd_loop_listen(const char *path, mode_t mode, int backlog, struct hpd_watch
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
+	/*
+	 * Asked of the listener, not of each accepted socket: an accepted
+	 * socket inherits it at accept4(), and a message a client sent in the
+	 * moment between accept4() and a setsockopt() on the accepted socket
+	 * would carry no credentials (pid 0, the overflow uid) unless the
+	 * client attached its own.
+	 */
+	if (passcred && setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)) < 0) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
 	unlink(path);
 	/* Born with its final mode: no moment in which others may connect. */
 	old = umask(~mode & 0777);

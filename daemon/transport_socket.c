@@ -196,7 +196,9 @@ static void accept_hello(int fd, uid_t conn_uid)
 	h.comm[sizeof(h.comm) - 1] = 0;
 	/* The pidfd must hold the very process that sent this. */
 	if (hpd_pidfd_check(fds[HP_HELLO_FD_PIDFD], cred.pid)) {
-		hpd_log(HPD_WARN, "uid %u pid %d: the hello's pidfd is not the sender's: refused",
+		hpd_log(HPD_WARN, cred.pid ?
+			"uid %u pid %d: the hello's pidfd is not the sender's: refused" :
+			"uid %u pid %d: the hello came without its sender's credentials: refused",
 			(unsigned)cred.uid, (int)cred.pid);
 		status = -EPERM;
 		goto bad;
@@ -367,6 +369,7 @@ int hpd_socket_adopt(int fd)
 	struct pending *p;
 	int one = 1;
 
+	/* Already so if it came from our listener; not if handed in otherwise. */
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0 ||
 	    setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)) < 0)
 		return -errno;
@@ -402,6 +405,7 @@ static void listen_event(struct hpd_watch *w, uint32_t ev)
 int hpd_socket_listen(const char *path)
 {
 	listen_w.fn = listen_event;
-	/* Any local process may offer itself for profiling. */
-	return hpd_loop_listen(path, 0666, 64, &listen_w);
+	/* Any local process may offer itself for profiling; its hello is
+	 * believed only with the credentials the kernel attached. */
+	return hpd_loop_listen(path, 0666, 64, 1, &listen_w);
 }

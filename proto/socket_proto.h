@@ -17,7 +17,9 @@
  * Who sent the hello is the kernel's word, not the client's: the client
  * sends SCM_CREDENTIALS beside the fds, which the kernel checks against
  * the sender (its own pid; one of its own uids) as it sends them, and the
- * daemon (SO_PASSCRED on its end) takes the pid and uid from there. It
+ * daemon (SO_PASSCRED on its listener, so every accepted end has it from
+ * the first message; a client that sends none of its own still gets the
+ * kernel's) takes the pid and uid from there. It
  * holds the session to that process by the pidfd, which must name the
  * same pid. The pid field
  * below is informative only. A hello that is not answered within the
