@@ -4,6 +4,7 @@
  * kernel's rt_sigframe with the FPU/SSE/AVX state (XSAVE layout, or the
  * legacy fxsave area), and its system call restart rules.
  */
+#include <cpuid.h>
 #include <elf.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -123,9 +124,51 @@ struct arch_fp {
 	uint8_t *xs;		/* as ptrace gave it */
 	size_t len;		/* what goes into the frame */
 	size_t regset_len;	/* what goes back through ptrace */
+	size_t frame_xsize;	/* the frame's XSAVE area, without the end marker */
 	uint64_t xcr0;		/* the features the state was taken under */
+	uint64_t frame_features; /* the features the frame's copy says it holds */
 	int xstate;
 };
+
+#define XFEATURE_XTILE_DATA	18	/* AMX tiles: a feature a process must ask for */
+#define XSAVE_HDR_OFF		512
+#define XSAVE_MIN_SIZE		576	/* the fxsave area and the XSAVE header */
+
+/*
+ * The XSAVE area a signal frame of this thread may hold. ptrace's copy is
+ * as large as the largest state any process may have (the machine's whole
+ * XCR0: with AMX, its 8 KiB of tiles), but rt_sigreturn takes a frame's
+ * extended state only if it is no larger than the thread's own (which
+ * holds the tiles only if the process asked for them, arch_prctl
+ * ARCH_REQ_XCOMP_PERM); a larger one it takes as the legacy fxsave area
+ * alone, and the AVX and AVX-512 registers come back as zeroes. So the
+ * frame holds the features up to the end of the last one the thread can
+ * have: all of XCR0 but the tiles, and the tiles only when the thread's
+ * copy says they are in use (then it asked for them). The offsets are the
+ * standard (non-compacted) layout's, CPUID leaf 0xd.
+ */
+static void frame_xstate(struct arch_fp *fp)
+{
+	uint64_t in_use, features = fp->xcr0;
+	size_t end = XSAVE_MIN_SIZE;
+
+	memcpy(&in_use, fp->xs + XSAVE_HDR_OFF, sizeof(in_use));
+	if (!(in_use & (1ULL << XFEATURE_XTILE_DATA)))
+		features &= ~(1ULL << XFEATURE_XTILE_DATA);
+	for (unsigned int i = 2; i < 64; i++) {
+		unsigned int size, offset, ecx, edx;
+
+		if (!(features & (1ULL << i)) ||
+		    !__get_cpuid_count(0xd, i, &size, &offset, &ecx, &edx) || !size)
+			continue;
+		if ((size_t)offset + size > end)
+			end = (size_t)offset + size;
+	}
+	if (end > fp->regset_len)
+		end = fp->regset_len;
+	fp->frame_xsize = end;
+	fp->frame_features = features;
+}
 
 int arch_fp_save(pid_t tid, struct arch_fp **out)
 {
@@ -149,7 +192,8 @@ int arch_fp_save(pid_t tid, struct arch_fp **out)
 		memcpy(&xcr0, fp->xs + FX_SW_OFF, sizeof(xcr0));
 		fp->xcr0 = xcr0;
 		fp->regset_len = iov.iov_len;
-		fp->len = iov.iov_len + 4;	/* and the end marker */
+		frame_xstate(fp);
+		fp->len = fp->frame_xsize + 4;	/* and the end marker */
 		fp->xstate = 1;
 		return 0;
 	}
@@ -222,14 +266,14 @@ int arch_write_frame(int mem, uint64_t sp, uint64_t below, uint64_t tramp,
 
 		if (!x)
 			return -1;
-		memcpy(x, fp->xs, fp->regset_len);
+		memcpy(x, fp->xs, fp->frame_xsize);
 		memset(&sw, 0, sizeof(sw));
 		sw.magic1 = FP_XSTATE_MAGIC1;
 		sw.extended_size = (uint32_t)fp->len;
-		sw.xfeatures = fp->xcr0;
-		sw.xstate_size = (uint32_t)fp->regset_len;
+		sw.xfeatures = fp->frame_features;
+		sw.xstate_size = (uint32_t)fp->frame_xsize;
 		memcpy(x + FX_SW_OFF, &sw, sizeof(sw));
-		memcpy(x + fp->regset_len, &m2, sizeof(m2));
+		memcpy(x + fp->frame_xsize, &m2, sizeof(m2));
 		w = pwrite(mem, x, fp->len, (off_t)at);
 		free(x);
 		if (w != (ssize_t)fp->len)
