@@ -159,8 +159,19 @@ static int inflight(struct hp_ring *r, int sock, int efd)
 	snprintf(msg, sizeof(msg), "detach pid=%d", (int)getpid());
 	if (send(ctl, msg, strlen(msg), 0) < 0)
 		return 2;
-	if (!gate_is(r, 0, 30))
+	printf("pid %d: a record in flight at %llu, %d behind it, detach asked\n", (int)getpid(),
+	       (unsigned long long)t, INFLIGHT_RECORDS);
+	fflush(stdout);
+	if (!gate_is(r, 0, 30)) {
+		/* What the daemon said to the detach, if anything yet. */
+		n = recv(ctl, msg, sizeof(msg) - 1, MSG_DONTWAIT);
+		msg[n > 0 ? n : 0] = 0;
+		printf("pid %d: the gate is still open 30 s after the detach request (head %llu tail %llu); the daemon's answer so far: %s\n",
+		       (int)getpid(), (unsigned long long)__atomic_load_n(&r->cons->head, __ATOMIC_ACQUIRE),
+		       (unsigned long long)__atomic_load_n(&r->prod->tail, __ATOMIC_ACQUIRE),
+		       n > 0 ? msg : "none");
 		return 4;
+	}
 	usleep(10000);		/* a writer preempted a while longer */
 	f->hdr.type = HEAPPROFD_REC_FREE;
 	f->seq = 1;
