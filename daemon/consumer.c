@@ -197,6 +197,9 @@ void hpd_default_prefix(struct hpd_session *s, char *out, size_t len)
 		 (unsigned long long)s->id);
 }
 
+/* New code sets asked of a client before its same-path records are refused. */
+#define CODE_ASKS_MAX	8
+
 /* Write the configuration the producer reads, then publish it. */
 static void write_config(struct hpd_session *s, const struct hpd_rule *r, int enabled)
 {
@@ -218,6 +221,10 @@ static void write_config(struct hpd_session *s, const struct hpd_rule *r, int en
 		cfg->block_timeout_us = 10000000;
 		cfg->consumer_caps = HEAPPROFD_CAP_STACK_DELTA |	/* pipeline/reuse.c */
 				     HEAPPROFD_CAP_PYFRAMES;	/* pipeline/python.c */
+		/* pipeline/samepath.c; not for a process whose code keeps
+		 * outgrowing its code sets (code_set_tick) */
+		if (s->code_asks < CODE_ASKS_MAX)
+			cfg->consumer_caps |= HEAPPROFD_CAP_STACK_SAME;
 		memcpy(cfg->heaps_off, s->heaps_off, sizeof(cfg->heaps_off));
 	}
 	cfg->enabled = enabled;
@@ -1106,6 +1113,48 @@ void hpd_sessions_finish(void)
 	}
 }
 
+/*
+ * A same-path claim leaned on code the client's set lacked (code mapped
+ * since it was built: an extension module imported, a JIT's new pages):
+ * the config written again, same as it is, makes the client build a new
+ * set (uapi HEAPPROFD_ALLOC_STACK_SAME). Looked at on every tick, asked at
+ * most every CODE_ASK_MS: each new config also makes the client send its
+ * next stacks whole. A process that maps code all the time (a JIT) would
+ * keep outrunning its sets: after CODE_ASKS_MAX asks its config no longer
+ * offers same-path records at all, nor once too many of its claims could
+ * not be checked.
+ */
+#define CODE_ASK_MS	100
+
+static void code_set_tick(struct hpd_session *s, uint64_t now)
+{
+	uint64_t stale = hp_proc_code_stale(s->proc), ok, unchecked, uncovered, unsure;
+
+	if (s->code_asks >= CODE_ASKS_MAX || now - s->code_asked_ms < CODE_ASK_MS)
+		return;
+	/* Claims whose unwind read the process's writable memory (JIT
+	 * code, frame pointers through it) cannot be checked: a process
+	 * that makes many sends no more. */
+	hp_proc_same_stats(s->proc, &ok, &unchecked, &uncovered, &unsure);
+	if (unsure >= 64 && unsure * 8 > ok + unchecked + uncovered) {
+		s->code_asks = CODE_ASKS_MAX;
+		hpd_log(HPD_INFO, "pid %d: %llu of its same-path records could not be checked: no more from it",
+			(int)s->pid, (unsigned long long)unsure);
+	} else if (stale > s->code_stale_seen) {
+		s->code_stale_seen = stale;
+		if (++s->code_asks == CODE_ASKS_MAX)
+			hpd_log(HPD_INFO, "pid %d: its code outgrew %d code sets: no same-path records from it",
+				(int)s->pid, CODE_ASKS_MAX);
+	} else {
+		return;
+	}
+	s->code_asked_ms = now;
+	guard_on = 1;
+	if (!sigsetjmp(guard_env, 0))
+		write_config(s, s->rule, 1);
+	guard_on = 0;
+}
+
 /* Continuous dumps, stalled records, rings without a wake channel. */
 /* A drain stopped with records left: the event loop must not sleep. */
 int hpd_backlog;
@@ -1129,6 +1178,7 @@ void hpd_session_tick(uint64_t now)
 			s->next_dump_ms = now + s->continuous_ms;
 		}
 		hpd_pressure_tick(s, now);
+		code_set_tick(s, now);
 	}
 }
 

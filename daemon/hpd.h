@@ -355,6 +355,10 @@ struct hpd_session {
 	uint64_t stall_watched_ms;	/* seen stalled this long (consumer.c) */
 	uint64_t detach_since_ms;	/* a detach is under way (the gate closed) */
 	int detach_empty;		/* the last drain found the ring empty */
+	/* same-path claims the client's code set did not cover: seen so far,
+	 * and when a new set was last asked for (consumer.c, code_set_tick) */
+	uint64_t code_stale_seen, code_asked_ms;
+	int code_asks;			/* new code sets asked for so far */
 	int poll_only;			/* no wake channel: poll on the tick */
 
 	struct hp_proc *proc;

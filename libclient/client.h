@@ -47,9 +47,12 @@ struct hp_config {
 	int no_adapt;			/* HEAPPROFD_ADAPTIVE=0: never adapt */
 	int stack_delta;		/* the consumer reads stack deltas (caps) */
 	int pyframes;			/* the consumer reads Python frames (caps) */
+	int stack_same;			/* ... same-path claims (caps), code set up */
 };
 
 extern struct hp_config hp_cfg;
+/* HEAPPROFD_STACK_SAME (default 1): same-path records when the consumer reads them */
+extern int hp_stack_same_wanted;
 
 /*
  * The stall bound (block_timeout_us, uapi HEAPPROFD_CFG_BLOCK): a daemon
@@ -135,6 +138,7 @@ int hp_write_alloc(const void *addr, uint64_t req, uint64_t usable,
 		   uint32_t heap_id, int exact, const uint64_t *regs);
 int hp_write_free(const void *addr, uint32_t heap_id, uint64_t seq);
 int hp_write_heap(uint32_t heap_id, uint64_t interval, const char *name);
+int hp_write_code(uint32_t gen, const uint64_t *granules, uint32_t n);
 
 /* ---- adapt.c: the adaptive interval ------------------------------------- */
 
@@ -208,10 +212,18 @@ struct hp_thread {
 	 * the structure its size.
 	 */
 	struct hp_shadow {
-		uint8_t *buf;
+		uint8_t *buf;	/* the bytes, then the marks (record.c) */
 		uint64_t top;
 		uint32_t len, gen;
 		uint32_t same;	/* how much of the top was the same last time */
+		uint32_t mark_gen;	/* the code set the marks were made with */
+		/* marks kept (and claims tried) at all; the samples of the
+		 * current window, and of them those that were the same path (or,
+		 * while not marking, had the previous record's pc, sp and fp) */
+		uint8_t marking;
+		uint8_t win_n, win_hits;
+		/* the registers of the record whose stack buf holds */
+		uint64_t regs[HEAPPROFD_NREGS_NATIVE];
 	} shadow;
 	/*
 	 * The sampled malloc path's scratch (slow_alloc, which in_hook keeps

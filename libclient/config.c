@@ -19,6 +19,8 @@
 #include "client.h"
 #include "../proto/socket_proto.h"
 
+int hp_stack_same_wanted = 1;
+
 struct hp_config hp_cfg = {
 	.interval = HEAPPROFD_INTERVAL_DEFAULT,
 	.stack_cap = HEAPPROFD_STACK_CAP_DEFAULT,
@@ -183,6 +185,7 @@ void hp_config_from_env(void)
 	if (hp_cfg.no_adapt)
 		hp_cfg.flags &= ~HEAPPROFD_CFG_ADAPTIVE;
 	hp_cfg.stack_reuse = env_bool("HEAPPROFD_STACK_REUSE", 1);
+	hp_stack_same_wanted = env_bool("HEAPPROFD_STACK_SAME", 1);
 	/*
 	 * Loaded without LD_PRELOAD naming us: /etc/ld.so.preload put us into
 	 * every process of the machine (or a program linked us in). Then be

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "codeset.h"
 
 struct hp_session hp_sess = { .session_fd = -1, .sock_fd = -1,
 			      .event_fd = -1, .memfd = -1 };
@@ -52,6 +53,13 @@ void hp_config_poll(void)
 		v32 = __atomic_load_n(&c->consumer_caps, __ATOMIC_RELAXED);
 		hp_cfg.stack_delta = !!(v32 & HEAPPROFD_CAP_STACK_DELTA);
 		hp_cfg.pyframes = !!(v32 & HEAPPROFD_CAP_PYFRAMES);
+		/* Same-path records lean on a code set the consumer has: a
+		 * new one with every config (the consumer writes its config
+		 * again when a claim leaned on code the set lacked). */
+		hp_cfg.stack_same = 0;
+		if ((v32 & HEAPPROFD_CAP_STACK_SAME) && hp_stack_same_wanted &&
+		    hp_cfg.stack_reuse && !hp_codeset_refresh())
+			hp_cfg.stack_same = 1;
 		hp_interval_reset(hp_cfg.interval);
 		hp_debug("config generation %u: interval %llu stack_cap %u flags %#x",
 			 gen, (unsigned long long)hp_cfg.interval,
@@ -145,6 +153,7 @@ void hp_session_start(void)
 	hp_sess.live = 1;
 	hp_sess.pid = (int)getpid();
 	hp_sess.cfg_gen = 0;
+	hp_codeset_forget();	/* this session's daemon has none of our sets */
 	__atomic_add_fetch(&hp_reuse_gen, 1, __ATOMIC_RELEASE);
 	hp_start_wait();
 	hp_interval_reset(hp_cfg.interval);

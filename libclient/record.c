@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "codeset.h"
 #include "pyframes.h"
 #include "stack.h"
 
@@ -227,13 +228,19 @@ uint32_t hp_reuse_gen;
 /*
  * The topmost bytes of the stack in this thread's last ALLOC record (stack
  * reuse, uapi HEAPPROFD_ALLOC_STACK_REUSED) are hp_self.shadow (client.h).
+ * Its mapping: the stack bytes (HEAPPROFD_STACK_REUSE_MAX, the topmost at
+ * its end), then one bit per word of them, the marks: bit j says whether
+ * the word j + 1 words below the top can steer an unwind (steers(), below).
  */
+#define HP_MARK_BYTES	(HEAPPROFD_STACK_REUSE_MAX / 64)
+#define HP_SHADOW_MAP	(HEAPPROFD_STACK_REUSE_MAX + HP_MARK_BYTES)
+
 void hp_stack_shadow_free(void)
 {
 	struct hp_shadow *sh = &hp_self.shadow;
 
 	if (sh->buf)
-		munmap(sh->buf, HEAPPROFD_STACK_REUSE_MAX);
+		munmap(sh->buf, HP_SHADOW_MAP);
 	sh->buf = NULL;
 	sh->len = 0;
 }
@@ -326,9 +333,153 @@ static int delta_scan(const struct hp_shadow *sh, uint64_t sp, uint32_t own,
 	return (int)n;
 }
 
+/* ---- Same call path (uapi HEAPPROFD_ALLOC_STACK_SAME) ----------------- */
+
+static inline uint64_t *marks_of(const struct hp_shadow *sh)
+{
+	return (uint64_t *)(void *)(sh->buf + HEAPPROFD_STACK_REUSE_MAX);
+}
+
+/*
+ * Can a word with this value steer an unwind? A return address (code) or
+ * a saved stack pointer (within the topmost HEAPPROFD_STACK_REUSE_MAX bytes
+ * of this stack); the uapi's rule, which the daemon checks.
+ */
+static inline uint64_t steers(uint64_t v, uint64_t top, const struct hp_codeset *c)
+{
+	return (uint64_t)(top - v - 1 < HEAPPROFD_STACK_REUSE_MAX) | hp_code_may(c, v);
+}
+
+/*
+ * Mark the shadow's words in [lo, hi) (within what it holds), without a
+ * branch on each word's answer, which no predictor could guess (a stack
+ * mixes return addresses and data word by word).
+ */
+static void mark_range(struct hp_shadow *sh, uint64_t lo, uint64_t hi,
+		       const struct hp_codeset *c)
+{
+	const uint64_t *w = (const uint64_t *)(const void *)(sh->buf + HEAPPROFD_STACK_REUSE_MAX -
+							     (sh->top - lo));
+	uint64_t *m = marks_of(sh), top = sh->top, set, keep;
+	uint32_t j = (uint32_t)((top - lo) / 8), end = (uint32_t)((top - hi) / 8), k, stop;
+
+	/* Word a is bit j - 1 (from lo upwards j falls): the bits of one
+	 * marks word gathered in a register, written once. */
+	for (; j > end; j = stop) {
+		stop = (j - 1) & ~63U;		/* this marks word's lowest bit */
+		if (stop < end)
+			stop = end;
+		set = 0;
+		keep = ~0ULL;
+		for (k = j; k > stop; k--, w++) {
+			set |= steers(*w, top, c) << ((k - 1) & 63);
+			keep &= ~(1ULL << ((k - 1) & 63));
+		}
+		m[(j - 1) / 64] = (m[(j - 1) / 64] & keep) | set;
+	}
+}
+
+/*
+ * After the shadow changed in [lo, hi) (whole: everything it holds may
+ * have), bring its marks up to date with the code set: those words only if
+ * the rest are up to date, all of them if not.
+ */
+static void shadow_marks(struct hp_shadow *sh, uint64_t lo, uint64_t hi, int whole)
+{
+	const struct hp_codeset *c;
+	uint32_t cg;
+
+	if (!hp_cfg.stack_same || !sh->marking || !sh->len || !(c = hp_code_begin(&cg))) {
+		sh->mark_gen = 0;
+		return;
+	}
+	if (whole || sh->mark_gen != cg)
+		mark_range(sh, sh->top - sh->len, sh->top, c);
+	else if (hi > lo)
+		mark_range(sh, lo, hi, c);
+	sh->mark_gen = hp_code_end(c, cg) ? cg : 0;
+}
+
+/*
+ * Marks cost a little on every sample that changes the shadow, and pay
+ * only where samples repeat their thread's path (Python's interpreter: 60%
+ * of them; clang compiling templates: 4%). So a thread keeps them while at
+ * least a quarter of a window of samples were the same path, and takes
+ * them up again once a third of a window had the previous record's pc, sp
+ * and frame pointer (the first condition of a same path; three compares).
+ */
+#define HP_SAME_WINDOW	64
+
+static void same_window(struct hp_shadow *sh, int hit)
+{
+	sh->win_hits += !!hit;
+	if (++sh->win_n < HP_SAME_WINDOW)
+		return;
+	sh->marking = sh->marking ? sh->win_hits >= HP_SAME_WINDOW / 4 :
+				    sh->win_hits >= HP_SAME_WINDOW / 3;
+	if (!sh->marking)
+		sh->mark_gen = 0;	/* the marks go stale from here */
+	sh->win_n = 0;
+	sh->win_hits = 0;
+}
+
+static inline int same_frame_regs(const struct hp_shadow *sh, const uint64_t *regs)
+{
+	return sh->len && regs[HEAPPROFD_REG_PC] == sh->regs[HEAPPROFD_REG_PC] &&
+	       regs[HEAPPROFD_REG_SP] == sh->regs[HEAPPROFD_REG_SP] &&
+	       regs[HEAPPROFD_REG_FP] == sh->regs[HEAPPROFD_REG_FP];
+}
+
+/*
+ * Is this sample's call path the one of the record the shadow stands
+ * for? pc, sp and the frame pointer the same, and every other register and
+ * stack word that could steer the unwind (marked) the same too. Most
+ * samples of a loop that allocates are (Python's interpreter: 60-64%), and
+ * their few dozen marked words are compared instead of the whole stack
+ * (Python's: 4 KB). Returns the code set's generation the claim rests on,
+ * or 0.
+ */
+static uint32_t same_path(struct hp_shadow *sh, const uint64_t *regs, uint64_t top,
+			  uint32_t gen)
+{
+	const struct hp_codeset *c;
+	const uint64_t *live = (const uint64_t *)(uintptr_t)top;
+	const uint64_t *old, *m;
+	uint64_t sp = regs[HEAPPROFD_REG_SP];
+	uint32_t cg, nw;
+
+	if (!sh->buf || !sh->len || !sh->mark_gen || sh->gen != gen || sh->top != top ||
+	    top - sp > sh->len || (top & 7) ||
+	    regs[HEAPPROFD_REG_PC] != sh->regs[HEAPPROFD_REG_PC] ||
+	    regs[HEAPPROFD_REG_SP] != sh->regs[HEAPPROFD_REG_SP] ||
+	    regs[HEAPPROFD_REG_FP] != sh->regs[HEAPPROFD_REG_FP] ||
+	    !(c = hp_code_begin(&cg)) || cg != sh->mark_gen)
+		return 0;
+	for (int i = HEAPPROFD_REG_FP + 1; i < HEAPPROFD_NREGS_NATIVE; i++)
+		if (regs[i] != sh->regs[i] && steers(sh->regs[i], top, c))
+			return 0;
+	old = (const uint64_t *)(const void *)(sh->buf + HEAPPROFD_STACK_REUSE_MAX);
+	m = marks_of(sh);
+	nw = (uint32_t)((top - sp) / 8);
+	for (uint32_t b = 0; b < nw; b += 64) {
+		uint64_t bits = m[b / 64];
+
+		if (nw - b < 64)
+			bits &= (1ULL << (nw - b)) - 1;
+		while (bits) {
+			uint32_t j = b + (uint32_t)__builtin_ctzll(bits);
+
+			if (live[-1 - (int64_t)j] != old[-1 - (int64_t)j])
+				return 0;
+			bits &= bits - 1;
+		}
+	}
+	return hp_code_end(c, cg) ? cg : 0;
+}
+
 /* After a record is written: its topmost bytes become the shadow. */
 static void shadow_update(struct hp_shadow *sh, uint64_t sp, uint64_t top,
-			  uint32_t same, uint32_t gen, int whole)
+			  uint32_t same, uint32_t gen, int whole, const uint64_t *regs)
 {
 	uint32_t n;
 
@@ -337,7 +488,7 @@ static void shadow_update(struct hp_shadow *sh, uint64_t sp, uint64_t top,
 		return;
 	}
 	if (!sh->buf) {
-		void *m = mmap(NULL, HEAPPROFD_STACK_REUSE_MAX, PROT_READ | PROT_WRITE,
+		void *m = mmap(NULL, HP_SHADOW_MAP, PROT_READ | PROT_WRITE,
 			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 		if (m == MAP_FAILED)
@@ -355,6 +506,8 @@ static void shadow_update(struct hp_shadow *sh, uint64_t sp, uint64_t top,
 	sh->len = n;
 	sh->top = top;
 	sh->gen = gen;
+	memcpy(sh->regs, regs, sizeof(sh->regs));
+	shadow_marks(sh, top - n, top - same, !same);
 }
 
 /*
@@ -364,7 +517,7 @@ static void shadow_update(struct hp_shadow *sh, uint64_t sp, uint64_t top,
  * bounds as shadow_update: the topmost HEAPPROFD_STACK_REUSE_MAX bytes.
  */
 static void shadow_apply(struct hp_shadow *sh, uint64_t sp, uint64_t top, uint32_t same,
-			 const struct heapprofd_delta_run *runs, int nruns)
+			 const struct heapprofd_delta_run *runs, int nruns, const uint64_t *regs)
 {
 	uint64_t lo = top - sp > HEAPPROFD_STACK_REUSE_MAX ? top - HEAPPROFD_STACK_REUSE_MAX : sp;
 	uint8_t *at_top = sh->buf + HEAPPROFD_STACK_REUSE_MAX;
@@ -380,6 +533,27 @@ static void shadow_apply(struct hp_shadow *sh, uint64_t sp, uint64_t top, uint32
 	}
 	sh->len = (uint32_t)(top - lo) & ~7U;
 	sh->same = same <= sh->len ? same : 0;
+	memcpy(sh->regs, regs, sizeof(sh->regs));
+	/* The runs' words: their marks anew (all of them if they were stale). */
+	if (hp_cfg.stack_same && sh->marking && sh->mark_gen) {
+		const struct hp_codeset *c;
+		uint32_t cg;
+
+		if (!(c = hp_code_begin(&cg)) || cg != sh->mark_gen) {
+			shadow_marks(sh, lo, top, 1);
+			return;
+		}
+		for (int i = 0; i < nruns; i++) {
+			uint64_t a = sp + runs[i].off, e = a + runs[i].len;
+
+			if (e > lo)
+				mark_range(sh, a < lo ? lo : a, e, c);
+		}
+		if (!hp_code_end(c, cg))
+			sh->mark_gen = 0;
+	} else {
+		shadow_marks(sh, lo, top, 1);
+	}
 }
 
 int hp_write_alloc(const void *addr, uint64_t req, uint64_t usable,
@@ -391,7 +565,7 @@ int hp_write_alloc(const void *addr, uint64_t req, uint64_t usable,
 	struct heapprofd_rec_alloc *rec;
 	struct heapprofd_rec_hdr *h;
 	uint64_t sp = regs[HEAPPROFD_REG_SP], want;
-	uint32_t cap, len, stack_len, same = 0, gen, lit = 0, npy, py_len;
+	uint32_t cap, len, stack_len, same = 0, gen, lit = 0, npy, py_len, code_gen = 0;
 	uintptr_t py_top;
 	int truncated = 0, nruns = -1;
 
@@ -406,12 +580,22 @@ int hp_write_alloc(const void *addr, uint64_t req, uint64_t usable,
 		truncated = 1;
 	}
 	gen = __atomic_load_n(&hp_reuse_gen, __ATOMIC_ACQUIRE);
+	/* The call path of our last record again: no stack at all. */
+	if (!truncated && hp_cfg.stack_reuse && hp_cfg.stack_same && want && !(sp & 7)) {
+		struct hp_shadow *sh = &hp_self.shadow;
+
+		if (sh->marking)
+			code_gen = same_path(sh, regs, t->stack_top, gen);
+		same_window(sh, sh->marking ? code_gen != 0 : same_frame_regs(sh, regs));
+	}
 	/* The top of the stack the daemon has from our last record. */
-	if (!truncated && hp_cfg.stack_reuse)
+	if (code_gen)
+		same = (uint32_t)want;
+	else if (!truncated && hp_cfg.stack_reuse)
 		same = same_top(&hp_self.shadow, sp, t->stack_top, gen);
 	/* The rest as changes to the shadow, when that is much smaller. (The
 	 * runs lie in this frame, below the sp the copy starts at.) */
-	if (!truncated && hp_cfg.stack_reuse && hp_cfg.stack_delta && want - same >= 512 &&
+	if (!code_gen && !truncated && hp_cfg.stack_reuse && hp_cfg.stack_delta && want - same >= 512 &&
 	    !(sp & 7) &&
 	    hp_self.shadow.buf && hp_self.shadow.len && hp_self.shadow.gen == gen &&
 	    hp_self.shadow.top == t->stack_top) {
@@ -453,7 +637,9 @@ int hp_write_alloc(const void *addr, uint64_t req, uint64_t usable,
 	rec->timestamp_ns = coarse_ns();
 	rec->stack_top = t->stack_top;
 	rec->nregs = HEAPPROFD_NREGS_NATIVE;
-	memcpy(rec->regs, regs, HEAPPROFD_NREGS_NATIVE * sizeof(rec->regs[0]));
+	/* A same-path record stands for its predecessor's unwind: its registers. */
+	memcpy(rec->regs, code_gen ? hp_self.shadow.regs : regs,
+	       HEAPPROFD_NREGS_NATIVE * sizeof(rec->regs[0]));
 	memset(rec->regs + HEAPPROFD_NREGS_NATIVE, 0,
 	       (HEAPPROFD_MAX_REGS - HEAPPROFD_NREGS_NATIVE) * sizeof(rec->regs[0]));
 	if (nruns >= 0) {
@@ -468,13 +654,15 @@ int hp_write_alloc(const void *addr, uint64_t req, uint64_t usable,
 			out += runs[i].len;
 		}
 		stack_len = (uint32_t)(want - same) & ~7U;
+	} else if (code_gen) {
+		stack_len = 0;
 	} else {
 		stack_len = hp_stack_copy(regs, (uint8_t *)(rec + 1), t->stack_top,
 					  (uint32_t)(want - same));
 	}
 	rec->stack_len = stack_len;
 	rec->stack_reused = same;
-	rec->resv2 = 0;
+	rec->code_gen = code_gen;
 	if (npy) {
 		struct heapprofd_pyframes *pt = (struct heapprofd_pyframes *)((uint8_t *)h + len) - 1;
 		struct heapprofd_pyframe *pf = (struct heapprofd_pyframe *)pt - npy;
@@ -490,13 +678,35 @@ int hp_write_alloc(const void *addr, uint64_t req, uint64_t usable,
 		   (exact ? HEAPPROFD_ALLOC_EXACT : 0) |
 		   (same ? HEAPPROFD_ALLOC_STACK_REUSED : 0) |
 		   (nruns >= 0 ? HEAPPROFD_ALLOC_STACK_DELTA : 0) |
+		   (code_gen ? HEAPPROFD_ALLOC_STACK_SAME : 0) |
 		   (npy ? HEAPPROFD_ALLOC_PYFRAMES : 0);
-	if (nruns >= 0 && hp_cfg.stack_reuse && !hp_self.exited &&
+	/* (a same-path record leaves the shadow as it is: so does the daemon) */
+	if (!code_gen && nruns >= 0 && hp_cfg.stack_reuse && !hp_self.exited &&
 	    sp + stack_len + same == t->stack_top)
-		shadow_apply(&hp_self.shadow, sp, t->stack_top, same, runs, nruns);
-	else
+		shadow_apply(&hp_self.shadow, sp, t->stack_top, same, runs, nruns, regs);
+	else if (!code_gen)
 		shadow_update(&hp_self.shadow, sp, t->stack_top, same, gen,
-			      !truncated && sp + stack_len + same == t->stack_top);
+			      !truncated && sp + stack_len + same == t->stack_top, regs);
+	commit(h, len);
+	return 0;
+}
+
+/* The code set (codeset.c), before any record that leans on it. */
+int hp_write_code(uint32_t gen, const uint64_t *granules, uint32_t n)
+{
+	struct heapprofd_rec_code *rec;
+	struct heapprofd_rec_hdr *h;
+	uint32_t len = (uint32_t)sizeof(*rec) + n * (uint32_t)sizeof(granules[0]);
+
+	if (!hp_sess.live || n > HEAPPROFD_CODE_MAX)
+		return -1;
+	h = reserve(len, HEAPPROFD_REC_CODE);
+	if (!h)
+		return -1;
+	rec = (struct heapprofd_rec_code *)h;
+	rec->gen = gen;
+	rec->n = n;
+	memcpy(rec->granule, granules, n * sizeof(granules[0]));
 	commit(h, len);
 	return 0;
 }

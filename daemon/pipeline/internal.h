@@ -53,6 +53,7 @@ struct hp_parsed {
 	const struct heapprofd_rec_free *free;
 	const struct heapprofd_rec_heap *heap;
 	const struct heapprofd_rec_maps *maps;
+	const struct heapprofd_rec_code *code;
 	const struct heapprofd_rec_dmabuf *dmabuf;	/* kernel records only */
 	const struct heapprofd_rec_klost *klost;
 	const uint8_t *stack;				/* alloc: copied stack */
@@ -61,6 +62,28 @@ struct hp_parsed {
 	uint32_t npy;
 	int kernel;					/* read(2), not the ring */
 };
+
+/* Same-path records (samepath.c): the client's code sets, its claims checked. */
+struct hp_samepath;
+struct hp_samepath *hp_samepath_new(void);
+void hp_samepath_free(struct hp_samepath *s);
+/* A HEAPPROFD_REC_CODE record (parsed): 0, or -1 out of memory. */
+int hp_samepath_code(struct hp_samepath *s, const struct heapprofd_rec_code *c);
+size_t hp_samepath_mem(const struct hp_samepath *s);
+/*
+ * A HEAPPROFD_ALLOC_STACK_SAME record whose frames came from memo entry
+ * memo_id: did the client's rule cover every return address of that
+ * unwind? 1 covered, 0 not (the client should build a new code set), 2 not
+ * under a set older than its newest (it has), -1 not checked. Counted
+ * either way.
+ */
+struct hp_memo;
+int hp_samepath_check(struct hp_samepath *s, struct hp_memo *m,
+		      const struct heapprofd_rec_alloc *a, uint64_t memo_id);
+/* One that was unwound, not found in the memo: counted as not checked. */
+void hp_samepath_unchecked(struct hp_samepath *s);
+void hp_samepath_stats(const struct hp_samepath *s, uint64_t *checked, uint64_t *unchecked,
+		       uint64_t *uncovered);
 
 /* 0: usable; 1: valid but to be ignored (kernel types); -1: malformed. */
 int hp_parse_record(const void *rec, size_t len, struct hp_parsed *out,
@@ -346,6 +369,13 @@ struct hp_stack_view;
 int hp_memo_lookup(struct hp_memo *m, const struct heapprofd_rec_alloc *a,
 		   const struct hp_stack_view *v, const struct hp_uframe **out, int max,
 		   uint64_t *id);
+/*
+ * The entry hp_memo_lookup just found for a (its id): does ok() hold for
+ * the return address of every frame but the first (the words its unwind
+ * stepped through)? 1 or 0; -1 if that entry is not the one.
+ */
+int hp_memo_returns_all(struct hp_memo *m, const struct heapprofd_rec_alloc *a, uint64_t id,
+			int (*ok)(void *arg, uint64_t v), void *arg);
 /* Remember an unwind of a sample fed in generation gen (dropped if the
  * generation has changed since). */
 void hp_memo_insert(struct hp_memo *m, uint32_t gen, const struct heapprofd_rec_alloc *a,

@@ -327,6 +327,19 @@ int hp_memo_lookup(struct hp_memo *m, const struct heapprofd_rec_alloc *a,
 	return n;
 }
 
+int hp_memo_returns_all(struct hp_memo *m, const struct heapprofd_rec_alloc *a, uint64_t id,
+			int (*ok)(void *arg, uint64_t v), void *arg)
+{
+	struct memo_ent *e = m->set[set_of(heapprofd_rec_pc(a), heapprofd_rec_sp(a))][0];
+
+	if (!e || e->id != id)
+		return -1;
+	for (int i = 1; i < e->nframes; i++)
+		if (!ok(arg, e->frames[i].pc))
+			return 0;
+	return 1;
+}
+
 void hp_memo_insert(struct hp_memo *m, uint32_t gen, const struct heapprofd_rec_alloc *a,
 		    const struct hp_utrace *t, const struct hp_uframe *f, int n)
 {

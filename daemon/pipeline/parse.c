@@ -92,15 +92,22 @@ static int check_alloc(const uint8_t *p, size_t len, struct hp_parsed *o,
 		return bad(why, wl, "alloc record too short (%zu < %zu)", len, sizeof(*a));
 	if (a->hdr.flags & ~(HEAPPROFD_ALLOC_STACK_TRUNCATED | HEAPPROFD_ALLOC_EXACT |
 			     HEAPPROFD_ALLOC_STACK_REUSED | HEAPPROFD_ALLOC_STACK_DELTA |
-			     HEAPPROFD_ALLOC_PYFRAMES))
+			     HEAPPROFD_ALLOC_PYFRAMES | HEAPPROFD_ALLOC_STACK_SAME))
 		return bad(why, wl, "alloc record has unknown flags 0x%x", a->hdr.flags);
 	if (a->hdr.flags & HEAPPROFD_ALLOC_PYFRAMES) {
 		/* The Python frames end the record: the rest is checked without them. */
 		if (kernel || check_pyframes(p, &len, o, why, wl))
 			return kernel ? bad(why, wl, "kernel alloc record with Python frames") : -1;
 	}
-	if (a->resv2)
-		return bad(why, wl, "alloc record reserved field is not zero");
+	/* A same-path record (uapi): a whole reuse, no stack, no delta. */
+	if (a->hdr.flags & HEAPPROFD_ALLOC_STACK_SAME) {
+		if (kernel || !a->code_gen || a->stack_len ||
+		    (a->hdr.flags & (HEAPPROFD_ALLOC_STACK_DELTA | HEAPPROFD_ALLOC_STACK_TRUNCATED)) ||
+		    !(a->hdr.flags & HEAPPROFD_ALLOC_STACK_REUSED))
+			return bad(why, wl, "same-path alloc record with a stack, a delta or no code set");
+	} else if (a->code_gen) {
+		return bad(why, wl, "alloc record names a code set without claiming a same path");
+	}
 	/* The daemon unwinds its own architecture's stacks. */
 	if (a->arch != HEAPPROFD_ARCH_NATIVE)
 		return bad(why, wl, "alloc record arch %u: this daemon unwinds arch %u only",
@@ -255,6 +262,17 @@ static int parse(const void *rec, size_t len, struct hp_parsed *o, int kernel,
 		if (!hp->interval || hp->interval >= HP_SIZE_LIMIT)
 			return bad(why, wl, "heap record interval out of range");
 		o->heap = hp;
+		return 0;
+	}
+	case HEAPPROFD_REC_CODE: {
+		const struct heapprofd_rec_code *c = rec;
+
+		if (kernel)
+			break;
+		if (len < sizeof(*c) || !c->gen || c->n > HEAPPROFD_CODE_MAX ||
+		    sizeof(*c) + (size_t)c->n * sizeof(c->granule[0]) > len)
+			return bad(why, wl, "code record of %zu bytes with a bad count or generation", len);
+		o->code = c;
 		return 0;
 	}
 	case HEAPPROFD_REC_MAPS:

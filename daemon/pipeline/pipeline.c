@@ -104,6 +104,7 @@ struct job {
 	uint32_t memo_gen;	/* J_REC alloc: the maps generation it was fed in */
 	unsigned nev;		/* J_EVENTS: events in rec */
 	int kernel;		/* J_REC: a kernel record (hp_parse_krecord) */
+	int same;		/* J_REC alloc: a same-path record (samepath.c) */
 	struct hp_pyframe *py;	/* J_REC alloc: its Python frames (after rec) */
 	int npy;
 	size_t len;
@@ -138,6 +139,8 @@ struct hp_proc {
 	struct hp_unwinder **unw;	/* [nworkers]; unw[i] touched by worker i only */
 	struct hp_memo *memo;		/* unwinds remembered (memo.c) */
 	struct hp_reuse *reuse;		/* feeding thread: stack tops (reuse.c) */
+	struct hp_samepath *same;	/* feeding thread: code sets, claims (samepath.c) */
+	uint64_t same_unsure;		/* workers (atomic): such claims unwound from writable memory */
 	struct hp_py *py;		/* Python frames (python.c) */
 	struct hp_perfmap *jit;		/* JIT code's names (perfmap.c) */
 	struct hp_pyframe pyres[HEAPPROFD_PYFRAMES_MAX];	/* feeding thread */
@@ -179,6 +182,7 @@ struct hp_proc {
 		uint64_t fed, queued_in;
 		uint64_t kfed, kbad;	/* kernel records fed, and rejected */
 		uint64_t room_wait_ms;	/* the longest wait for room, until taken */
+		uint64_t code_stale;	/* same-path claims the code set did not cover */
 		char kbad_why[120];	/* why the first was rejected */
 	} f __attribute__((aligned(64)));
 	struct {
@@ -307,6 +311,7 @@ static void proc_put(struct hp_proc *pr)
 	pthread_mutex_destroy(&pr->lock);
 	hp_memo_free(pr->memo);
 	hp_reuse_free(pr->reuse);
+	hp_samepath_free(pr->same);
 	hp_py_free(pr->py);
 	hp_perfmap_free(pr->jit);
 	free(pr->unw);
@@ -336,6 +341,10 @@ static void worker_alloc(struct hp_pipeline *p, struct job *j)
 
 		j->nframes = hp_unwind(u, ps.alloc, ps.stack, ps.stack_len, j->frames,
 				       p->max_frames, &trace);
+		/* A same-path claim whose unwind read more than the stack and
+		 * the files (JIT code): nothing can check such claims. */
+		if (j->same && !trace.ok)
+			__atomic_fetch_add(&pr->same_unsure, 1, __ATOMIC_RELAXED);
 		if (pr->memo && hp_unwinder_reloads(u) != reloads)
 			hp_memo_new_gen(pr->memo);	/* a new snapshot: forget the old */
 		else if (pr->memo && !j->kernel)	/* kernel records skip the memo */
@@ -569,6 +578,16 @@ static void books_dump(struct job *j)
 		hp_py_comment(pr->py, o);
 		hp_prof_add_comment(o, "stack reuse: %llu stacks completed from their thread's previous sample, %llu could not be (truncated)",
 				    (unsigned long long)rebuilt, (unsigned long long)missing);
+		{
+			uint64_t ok, unchecked, uncovered;
+
+			hp_samepath_stats(pr->same, &ok, &unchecked, &uncovered);
+			if (ok + unchecked + uncovered)
+				hp_prof_add_comment(o, "same call path: %llu samples sent no stack, their call path being their thread's previous one in every word that could change it; %llu of them checked against what that unwind read, %llu unwound again (not checkable), %llu leaned on code the client's code set lacked (code mapped since it was built; they keep the previous sample's path, which they may not share, and the client was asked for a new set)",
+						    (unsigned long long)(ok + unchecked + uncovered),
+						    (unsigned long long)ok, (unsigned long long)unchecked,
+						    (unsigned long long)uncovered);
+		}
 		{
 			uint64_t kbad = __atomic_load_n(&pr->f.kbad, __ATOMIC_ACQUIRE);
 
@@ -847,6 +866,7 @@ struct hp_proc *hp_proc_new(struct hp_pipeline *p, const struct hp_proc_info *in
 	pr->books = hp_books_new(!!(info->flags & HP_PROC_DUMP_AT_MAX));
 	pr->memo = hp_memo_new();	/* optional: without it every sample is unwound */
 	pr->reuse = hp_reuse_new();
+	pr->same = hp_samepath_new();
 	/* The first maps snapshot and the ELF files, right now (the process may
 	 * be gone by the time its samples are unwound); copies for the others. */
 	if (pr->unw) {
@@ -1022,6 +1042,9 @@ static int memo_event(struct hp_proc *pr, const struct hp_parsed *ps,
 	n = hp_memo_lookup(pr->memo, ps->alloc, v, &fr, pr->p->max_frames, &id);
 	if (n < 0)
 		return 0;
+	if ((a->hdr.flags & HEAPPROFD_ALLOC_STACK_SAME) && pr->same &&
+	    !hp_samepath_check(pr->same, pr->memo, a, id))
+		hp_bump(&pr->f.code_stale, 1);	/* the consumer asks for a new set */
 	hp_reuse_matched(v, id);
 	ev = event_new(pr);
 	if (!ev)
@@ -1171,6 +1194,14 @@ int hp_proc_feed(struct hp_proc *pr, const void *rec, size_t len, char *why,
 	}
 	if (ps.type == HEAPPROFD_REC_MAPS && pr->memo)
 		hp_memo_new_gen(pr->memo);
+	if (ps.type == HEAPPROFD_REC_CODE) {
+		/* Kept here, for the claims that follow; nothing else reads it. */
+		if (pr->same && hp_samepath_code(pr->same, ps.code)) {
+			snprintf(why, whylen, "out of memory");
+			return -1;
+		}
+		return 0;
+	}
 	r = 0;
 	if (ps.type == HEAPPROFD_REC_ALLOC && pr->memo)
 		r = memo_event(pr, &ps, &view, reused == 2, npy);
@@ -1184,6 +1215,9 @@ int hp_proc_feed(struct hp_proc *pr, const void *rec, size_t len, char *why,
 		wait_for_room(pr);
 		return 0;
 	}
+	if (ps.type == HEAPPROFD_REC_ALLOC && (ps.alloc->hdr.flags & HEAPPROFD_ALLOC_STACK_SAME) &&
+	    pr->same)
+		hp_samepath_unchecked(pr->same);	/* unwound again: the memo lost it */
 	if (reused)
 		len = hp_reuse_whole_len(&view);
 	else if (ps.npy)	/* the Python frames travel resolved, beside the record */
@@ -1211,6 +1245,7 @@ int hp_proc_feed(struct hp_proc *pr, const void *rec, size_t len, char *why,
 		j->npy = npy;
 	}
 	j->len = len;
+	j->same = ps.type == HEAPPROFD_REC_ALLOC && (ps.alloc->hdr.flags & HEAPPROFD_ALLOC_STACK_SAME);
 	j->memo_gen = pr->memo ? hp_memo_gen(pr->memo) : 0;
 	j->kind = J_REC;
 	j->pr = pr;
@@ -1508,6 +1543,18 @@ uint64_t hp_pipeline_copied_bytes(struct hp_pipeline *p)
 	return __atomic_load_n(&p->elfs.copied, __ATOMIC_RELAXED);
 }
 
+uint64_t hp_proc_code_stale(struct hp_proc *pr)
+{
+	return pr ? __atomic_load_n(&pr->f.code_stale, __ATOMIC_RELAXED) : 0;
+}
+
+void hp_proc_same_stats(struct hp_proc *pr, uint64_t *checked, uint64_t *unchecked,
+			uint64_t *uncovered, uint64_t *unsure)
+{
+	hp_samepath_stats(pr ? pr->same : NULL, checked, unchecked, uncovered);
+	*unsure = pr ? __atomic_load_n(&pr->same_unsure, __ATOMIC_RELAXED) : 0;
+}
+
 void hp_proc_get_stats(struct hp_proc *pr, struct hp_proc_stats *st)
 {
 	memset(st, 0, sizeof(*st));
@@ -1521,9 +1568,10 @@ void hp_proc_get_stats(struct hp_proc *pr, struct hp_proc_stats *st)
 	st->mem_bytes = __atomic_load_n(&pr->b.books_mem, __ATOMIC_RELAXED) + sizeof(*pr);
 	for (int i = 0; i < pr->p->nworkers; i++)
 		st->mem_bytes += __atomic_load_n(&pr->unw_mem_w[i], __ATOMIC_RELAXED);
-	st->mem_bytes += hp_reuse_mem(pr->reuse);
+	st->mem_bytes += hp_reuse_mem(pr->reuse) + hp_samepath_mem(pr->same);
 	st->mem_bytes += hp_py_mem(pr->py) + hp_perfmap_mem(pr->jit);
 	hp_reuse_stats(pr->reuse, &st->reuse_rebuilt, &st->reuse_missing);
+	hp_samepath_stats(pr->same, &st->same_checked, &st->same_unchecked, &st->same_uncovered);
 	if (pr->memo) {
 		uint64_t hits, misses;
 		size_t bytes;

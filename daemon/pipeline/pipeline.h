@@ -186,6 +186,10 @@ struct hp_proc_stats {
 	uint64_t memo_misses;	/* samples unwound (or not rememberable) */
 	uint64_t reuse_rebuilt;	/* stacks completed from the thread's last one */
 	uint64_t reuse_missing;	/* ... that could not be (cut at the top) */
+	/* same-path records (pipeline/samepath.c): checked against the unwind
+	 * they reused, not checkable (unwound again), leaning on code the
+	 * client's code set lacked */
+	uint64_t same_checked, same_unchecked, same_uncovered;
 	uint64_t kernel_records;	/* kernel records fed (hp_proc_feed_kernel) */
 	uint64_t kernel_rejected;	/* ... left out as malformed */
 	/* What a dump holds in memory grows with these: its samples (call
@@ -194,6 +198,13 @@ struct hp_proc_stats {
 	uint64_t dump_samples, dump_locs, dump_locations;
 };
 void hp_proc_get_stats(struct hp_proc *pr, struct hp_proc_stats *st);
+/* Same-path claims so far that leaned on code the client's code set
+ * lacked (pipeline/samepath.c): the client is due a new set. */
+uint64_t hp_proc_code_stale(struct hp_proc *pr);
+/* Its same-path records so far: checked, not checkable, uncovered, and of
+ * the not checkable those whose unwind read the process's writable memory. */
+void hp_proc_same_stats(struct hp_proc *pr, uint64_t *checked, uint64_t *unchecked,
+			uint64_t *uncovered, uint64_t *unsure);
 
 /*
  * Let go of what can be rebuilt (the unwind memo: later samples are

@@ -378,6 +378,7 @@ void hp_reuse_build(const struct heapprofd_rec_alloc *a, const struct hp_stack_v
 	memcpy(w, a, hdr);
 	w->hdr.flags = hp_reuse_flags(a->hdr.flags, unknown);
 	w->stack_reused = 0;
+	w->code_gen = 0;	/* a same-path claim is settled: the stack is whole */
 	w->stack_len = v->own_len + v->top_len;
 	w->hdr.len = (uint32_t)need;	/* a was validated: no BUSY, no DISCARD */
 	memcpy(b + hdr, v->own, v->own_len);
@@ -388,7 +389,9 @@ void hp_reuse_build(const struct heapprofd_rec_alloc *a, const struct hp_stack_v
 
 uint16_t hp_reuse_flags(uint16_t flags, int unknown)
 {
-	flags &= ~HEAPPROFD_ALLOC_PYFRAMES;	/* they travel resolved (python.c) */
+	/* Python frames travel resolved (python.c); a same-path record is now
+	 * whole like any other. */
+	flags &= ~(HEAPPROFD_ALLOC_PYFRAMES | HEAPPROFD_ALLOC_STACK_SAME);
 	if (!(flags & (HEAPPROFD_ALLOC_STACK_REUSED | HEAPPROFD_ALLOC_STACK_DELTA)))
 		return flags;
 	flags &= ~(HEAPPROFD_ALLOC_STACK_REUSED | HEAPPROFD_ALLOC_STACK_DELTA);

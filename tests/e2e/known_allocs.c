@@ -18,6 +18,12 @@
  *                                 dropped is the daemon's stall
  *   known_allocs heaps            a custom heap "pool" (pool_site reports 16 MiB
  *                                 to it) beside alloc_big's 32 MiB of malloc
+ *   known_allocs twins            twin_a and twin_b, two sites of one shape
+ *                                 called from one place at one depth, and
+ *                                 twin_site reached through via_p or via_q,
+ *                                 in an order the program draws: 20000 calls
+ *                                 that free what they get (same-path records:
+ *                                 which site is which must stay exact)
  *   known_allocs rise             memory that grows then is freed: 20 steps of
  *                                 50 ms, each rise_big 512 KiB and rise_small
  *                                 256 KiB more (15 MiB at the top), then all
@@ -134,6 +140,79 @@ static void rise(void)
 	printf("rise_big %lu\nrise_small %lu\n", 10 * MiB, 5 * MiB);
 }
 
+/*
+ * Same shape, same frame, same caller: only the return address into the
+ * caller (and the size) tells them apart. Their bodies differ so that the
+ * compiler cannot fold them into one function.
+ */
+static NOINLINE void *twin_a(size_t n)
+{
+	return touch(malloc(n), n);
+}
+
+static NOINLINE void *twin_b(size_t n)
+{
+	void *p = malloc(n);
+
+	if (p)
+		memset(p, 2, n);
+	return p;
+}
+
+static NOINLINE void *twin_site(size_t n)
+{
+	return touch(malloc(n), n);
+}
+
+/* Two ways to one site: the difference lies a frame further out. */
+static NOINLINE void *via_p(size_t n)
+{
+	void *p = twin_site(n);
+
+	sink += 1;
+	return p;
+}
+
+static NOINLINE void *via_q(size_t n)
+{
+	void *p = twin_site(n);
+
+	sink += 2;
+	return p;
+}
+
+static NOINLINE void twins(void)
+{
+	unsigned long a = 0, b = 0, p = 0, q = 0;
+	unsigned x = 12345;
+
+	for (int i = 0; i < 20000; i++) {
+		void *m;
+
+		x = x * 1103515245U + 12345U;	/* the order: drawn, and a local that changes */
+		switch ((x >> 16) & 3) {
+		case 0:
+			m = twin_a(48);
+			a += 48;
+			break;
+		case 1:
+			m = twin_b(80);
+			b += 80;
+			break;
+		case 2:
+			m = via_p(112);
+			p += 112;
+			break;
+		default:
+			m = via_q(144);
+			q += 144;
+			break;
+		}
+		free(m);
+	}
+	printf("twin_a %lu\ntwin_b %lu\nvia_p %lu\nvia_q %lu\n", a, b, p, q);
+}
+
 static void *thread_main(void *arg)
 {
 	(void)arg;
@@ -168,6 +247,8 @@ int main(int argc, char **argv)
 			pool_site(id, arena);
 		alloc_big(32 * MiB, 4096);
 		printf("pool_site %lu\nalloc_big %lu\n", 16 * MiB, 32 * MiB);
+	} else if (!strcmp(mode, "twins")) {
+		twins();
 	} else if (!strcmp(mode, "rise")) {
 		rise();
 	} else if (!strcmp(mode, "threads")) {

@@ -339,7 +339,7 @@ static int put_sample(struct hp_ring *r, uint64_t ip)
 	a->regs[HEAPPROFD_REG_SP] = sp;
 	a->regs[HEAPPROFD_REG_FP] = 0;
 	a->stack_reused = 0;
-	a->resv2 = 0;
+	a->code_gen = 0;
 	hp_ring_commit(r, &a->hdr);
 	return 0;
 }

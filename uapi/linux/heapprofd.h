@@ -244,6 +244,7 @@ struct heapprofd_config {
  */
 #define HEAPPROFD_CAP_STACK_DELTA	_BITUL(0) /* HEAPPROFD_ALLOC_STACK_DELTA */
 #define HEAPPROFD_CAP_PYFRAMES		_BITUL(1) /* HEAPPROFD_ALLOC_PYFRAMES */
+#define HEAPPROFD_CAP_STACK_SAME	_BITUL(2) /* HEAPPROFD_ALLOC_STACK_SAME */
 
 #define HEAPPROFD_STACK_CAP_DEFAULT	(64U << 10)
 #define HEAPPROFD_INTERVAL_DEFAULT	(4096ULL)
@@ -299,6 +300,7 @@ enum heapprofd_rec_type {
 	HEAPPROFD_REC_FREE	= 2,	/* struct heapprofd_rec_free */
 	HEAPPROFD_REC_HEAP	= 3,	/* struct heapprofd_rec_heap */
 	HEAPPROFD_REC_MAPS	= 4,	/* struct heapprofd_rec_maps */
+	HEAPPROFD_REC_CODE	= 5,	/* struct heapprofd_rec_code */
 	/* 0x100 and up: records only the kernel writes (read(2), below) */
 	HEAPPROFD_REC_KERNEL_FIRST = 0x100,
 	HEAPPROFD_REC_KLOST	= 0x100,	/* struct heapprofd_rec_klost */
@@ -379,6 +381,7 @@ enum heapprofd_arch {
 #define HEAPPROFD_ALLOC_STACK_REUSED	_BITUL(2) /* stack_reused is set */
 #define HEAPPROFD_ALLOC_STACK_DELTA	_BITUL(3) /* the stack as changes (below) */
 #define HEAPPROFD_ALLOC_PYFRAMES	_BITUL(4) /* Python frames at the end (below) */
+#define HEAPPROFD_ALLOC_STACK_SAME	_BITUL(5) /* the previous record's path (below) */
 
 /*
  * The most a record may take from its thread's previous record (below):
@@ -423,7 +426,7 @@ struct heapprofd_rec_alloc {
 	__u32 stack_len;
 	__u64 regs[HEAPPROFD_MAX_REGS];
 	__u32 stack_reused;	/* bytes taken from the previous record */
-	__u32 resv2;		/* zero */
+	__u32 code_gen;		/* HEAPPROFD_ALLOC_STACK_SAME: its code set; else 0 */
 };
 
 /*
@@ -497,6 +500,57 @@ struct heapprofd_stack_delta {
 struct heapprofd_delta_run {
 	__u32 off;		/* bytes from sp */
 	__u32 len;
+};
+
+/*
+ * Same call path (an addition to ABI 5): a thread that allocates in a loop
+ * calls malloc with the same stack again and again, but for locals and
+ * spilled values the unwinder never reads. A record with
+ * HEAPPROFD_ALLOC_STACK_SAME says: unwind the thread's previous ALLOC
+ * record again. It is a stack reuse record that carries no stack
+ * (HEAPPROFD_ALLOC_STACK_REUSED, stack_len 0, stack_reused reaching from
+ * sp to stack_top) and whose registers are the previous record's; the
+ * producer wrote it because, in the live stack and registers, every word
+ * that can steer an unwind was found equal to the previous record's:
+ *
+ *   - pc, sp and the frame pointer;
+ *   - every other register and every stack word of [sp, stack_top) whose
+ *     value in the previous record was "code or stack": an address within
+ *     HEAPPROFD_STACK_REUSE_MAX bytes below stack_top, or one whose
+ *     granule ((value & HEAPPROFD_CODE_VA_MASK) >> HEAPPROFD_CODE_SHIFT:
+ *     without the bits a pointer authentication code may set in a saved
+ *     return address) is in the producer's code set number code_gen (a
+ *     HEAPPROFD_REC_CODE record written before).
+ *
+ * An unwinder steps from frame to frame through return addresses (code)
+ * and the stack pointers saved in frames (stack); other words it reads
+ * only to restore registers, which do not change the path. A consumer
+ * checks the claim where it can: if the previous unwind read a register or
+ * word whose value was neither, the claim did not cover it (a code address
+ * outside the producer's set: code mapped since). Written only to a
+ * consumer that set HEAPPROFD_CAP_STACK_SAME; a consumer that finds a
+ * claim it cannot check writes its config again (generation + 1), after
+ * which the producer builds its code set anew.
+ */
+#define HEAPPROFD_CODE_SHIFT		21	/* 2 MiB granules */
+#define HEAPPROFD_CODE_VA_MASK		(_BITULL(48) - 1)
+#define HEAPPROFD_CODE_MAX		2048	/* granules in a set, at most */
+
+/*
+ * The producer's code set: the granules of its executable mappings (a
+ * superset of its code; every mapping with execute permission when it
+ * read them, all below 2^48: a producer with code above writes none; the
+ * kernel's half, [vsyscall], left out). A producer with code not from a
+ * file (a JIT's) writes none either: the unwinds of its stacks read its
+ * memory, which no compare of the stack covers. gen is not 0 and grows with each set the producer writes;
+ * the granules follow, n of them (at most HEAPPROFD_CODE_MAX), in any
+ * order.
+ */
+struct heapprofd_rec_code {
+	struct heapprofd_rec_hdr hdr;
+	__u32 gen;
+	__u32 n;
+	__u64 granule[];
 };
 
 /*

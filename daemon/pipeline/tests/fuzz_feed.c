@@ -58,7 +58,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (len < sizeof(struct heapprofd_rec_hdr))
 			len = sizeof(struct heapprofd_rec_hdr);
 		a->hdr.len = (uint32_t)len;
-		a->hdr.type = (mode & 0x80) ? ktypes[(mode >> 1) % 4] : 1 + (mode >> 1) % 4;
+		a->hdr.type = (mode & 0x80) ? ktypes[(mode >> 1) % 4] : 1 + (mode >> 1) % 5;
 		if (mode & 0x80) {
 			a->hdr.stamp = 0;
 			if (a->hdr.type == HEAPPROFD_REC_ALLOC && len >= sizeof(*a))
@@ -84,12 +84,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			a->count = 1;
 			a->hdr.flags &= 3;
 			a->stack_reused = 0;
-			a->resv2 = 0;
+			a->code_gen = 0;
 			if (mode & 0x20)	/* an ip inside real code */
 				a->regs[0] = (uint64_t)(uintptr_t)LLVMFuzzerTestOneInput +
 					     (a->regs[0] & 0xfff);
 			if (mode & 0x40)	/* sp at a real stack */
 				a->regs[1] = (uint64_t)(uintptr_t)__builtin_frame_address(0);
+			if ((mode & 0x08) && !(mode & 0x80)) {
+				/* a same-path claim: no stack, all of it reused */
+				a->hdr.flags |= HEAPPROFD_ALLOC_STACK_REUSED | HEAPPROFD_ALLOC_STACK_SAME;
+				a->hdr.flags &= ~HEAPPROFD_ALLOC_STACK_TRUNCATED;
+				a->stack_reused = (uint32_t)(a->regs[2] & 0xfff8) + 8;
+				a->stack_len = 0;
+				a->stack_top = a->regs[1] + a->stack_reused;
+				a->code_gen = 1 + (uint32_t)(a->regs[3] & 3);
+			}
 		}
 	}
 	if (mode & 0x80)

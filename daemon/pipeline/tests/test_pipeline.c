@@ -512,6 +512,119 @@ static int reuse_feed(struct hp_proc *pr, struct heapprofd_rec_alloc *r, uint32_
 	return !bad;
 }
 
+/* A HEAPPROFD_REC_CODE record of this process's executable mappings
+ * (all == 0: of none), generation gen, into buf. Returns its length. */
+static uint32_t code_record(uint64_t *buf, size_t cap, uint32_t gen, int all)
+{
+	struct heapprofd_rec_code *c = (void *)buf;
+	FILE *f = fopen("/proc/self/maps", "r");
+	unsigned long long lo, hi;
+	char perm[8], line[512];
+
+	memset(c, 0, sizeof(*c));
+	c->hdr.type = HEAPPROFD_REC_CODE;
+	c->gen = gen;
+	while (all && f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "%llx-%llx %7s", &lo, &hi, perm) == 3 && perm[2] == 'x')
+			for (uint64_t g = lo >> HEAPPROFD_CODE_SHIFT;
+			     g <= (hi - 1) >> HEAPPROFD_CODE_SHIFT &&
+			     sizeof(*c) + (c->n + 1) * 8 <= cap * 8 && c->n < HEAPPROFD_CODE_MAX; g++)
+				c->granule[c->n++] = g;
+	if (f)
+		fclose(f);
+	c->hdr.len = (uint32_t)(sizeof(*c) + c->n * 8);
+	return c->hdr.len;
+}
+
+/*
+ * Same-path records (uapi HEAPPROFD_ALLOC_STACK_SAME): after a record, one
+ * that carries no stack and names a code set is the previous unwind again
+ * (the memo's), checked against that set: covered under a set of this
+ * process's code, uncovered under an empty one or one never sent (and the
+ * client is then due a new set). Malformed claims end the session.
+ */
+static void test_samepath(struct hp_proc *pr, const uint8_t *rec, uint32_t len, const char *what)
+{
+	const struct heapprofd_rec_alloc *a = (const void *)rec;
+	struct heapprofd_rec_alloc *t = malloc(len), *s = calloc(1, sizeof(*s));
+	static uint64_t cbuf[1 + HEAPPROFD_CODE_MAX + 8];
+	struct hp_proc_stats sb, s0, s1, s2, s3;
+	uint64_t stale0 = hp_proc_code_stale(pr);
+	uint32_t clen;
+	char why[200];
+	int fed, bad;
+
+	/* The thread's previous record, whole; the code set, generation 1. */
+	memcpy(t, rec, len);
+	t->seq += 300000;
+	t->addr += 3 << 20;
+	clen = code_record(cbuf, sizeof(cbuf) / 8, 1, 1);
+	hp_proc_sync(pr);
+	hp_proc_get_stats(pr, &sb);
+	fed = !hp_proc_feed(pr, t, len, why, sizeof(why)) &&
+	      !hp_proc_feed(pr, cbuf, clen, why, sizeof(why));
+	hp_proc_sync(pr);
+	hp_proc_get_stats(pr, &s0);
+	/* The claim: no stack, the whole of it reused, its registers. */
+	memcpy(s, rec, sizeof(*s));
+	s->hdr.len = sizeof(*s);
+	s->hdr.flags = (a->hdr.flags & HEAPPROFD_ALLOC_EXACT) | HEAPPROFD_ALLOC_STACK_REUSED |
+		       HEAPPROFD_ALLOC_STACK_SAME;
+	s->stack_reused = a->stack_len;
+	s->stack_len = 0;
+	s->code_gen = 1;
+	s->seq = t->seq + 1;
+	s->addr = t->addr + 4096;
+	fed &= !hp_proc_feed(pr, s, sizeof(*s), why, sizeof(why));
+	hp_proc_sync(pr);
+	hp_proc_get_stats(pr, &s1);
+	ok(fed && a->stack_top == heapprofd_rec_sp(a) + a->stack_len &&
+	   s1.memo_hits == s0.memo_hits + 1 && s1.same_checked == s0.same_checked + 1 &&
+	   s1.frames - s0.frames == s0.frames - sb.frames && s0.frames > sb.frames &&
+	   s1.same_uncovered == s0.same_uncovered,
+	   "%s: a same-path record is its thread's previous unwind (%llu frames, from the memo), checked against the code set (%s)",
+	   what, (unsigned long long)(s1.frames - s0.frames), fed ? "fed" : why);
+	/* Under a set without this code, and under one never sent. */
+	clen = code_record(cbuf, sizeof(cbuf) / 8, 2, 0);
+	fed = !hp_proc_feed(pr, cbuf, clen, why, sizeof(why));
+	s->code_gen = 2;
+	s->seq++;
+	s->addr += 4096;
+	fed &= !hp_proc_feed(pr, s, sizeof(*s), why, sizeof(why));
+	s->code_gen = 7;
+	s->seq++;
+	s->addr += 4096;
+	fed &= !hp_proc_feed(pr, s, sizeof(*s), why, sizeof(why));
+	hp_proc_sync(pr);
+	hp_proc_get_stats(pr, &s2);
+	ok(fed && s2.same_uncovered == s1.same_uncovered + 2 && s2.memo_hits == s1.memo_hits + 2 &&
+	   hp_proc_code_stale(pr) == stale0 + 2,
+	   "%s: a claim under a code set that lacks the path's code, or under none sent, is uncovered and asks for a new set",
+	   what);
+	/* Malformed: each ends the session's feeding with a reason. */
+	s->code_gen = 1;
+	s->stack_len = 8;
+	bad = hp_proc_feed(pr, s, sizeof(*s), why, sizeof(why)) < 0 && strstr(why, "same-path");
+	s->stack_len = 0;
+	s->hdr.flags &= ~HEAPPROFD_ALLOC_STACK_REUSED;
+	s->stack_reused = 0;
+	bad &= hp_proc_feed(pr, s, sizeof(*s), why, sizeof(why)) < 0 && strstr(why, "same-path");
+	s->hdr.flags = HEAPPROFD_ALLOC_STACK_REUSED;
+	s->stack_reused = a->stack_len;
+	bad &= hp_proc_feed(pr, s, sizeof(*s), why, sizeof(why)) < 0 && strstr(why, "code set");
+	clen = code_record(cbuf, sizeof(cbuf) / 8, 0, 1);
+	bad &= hp_proc_feed(pr, cbuf, clen, why, sizeof(why)) < 0 && strstr(why, "code record");
+	((struct heapprofd_rec_code *)cbuf)->gen = 3;
+	((struct heapprofd_rec_code *)cbuf)->n = HEAPPROFD_CODE_MAX + 1;
+	bad &= hp_proc_feed(pr, cbuf, clen, why, sizeof(why)) < 0 && strstr(why, "code record");
+	hp_proc_get_stats(pr, &s3);
+	ok(bad && s3.same_checked == s2.same_checked,
+	   "%s: same-path claims with a stack, without reuse or without their flag, and bad code records, are malformed (%s)",
+	   what, why);
+	free(t);
+	free(s);
+}
+
 static void test_reuse_memo(struct hp_proc *pr, const uint8_t *rec, uint32_t len,
 			    const char *what)
 {
@@ -628,6 +741,7 @@ static void test_unwind(enum chain c, int exit_first, const char *what)
 		free(t);
 		test_memo(pr, rec, len, prefix, what);
 		test_reuse(pr, rec, len, what);
+		test_samepath(pr, rec, len, what);
 		test_reuse_memo(pr, rec, len, what);
 	}
 	child_finish(&ch);
