@@ -542,9 +542,9 @@ struct heapprofd_delta_run {
  * read them, all below 2^48: a producer with code above writes none; the
  * kernel's half, [vsyscall], left out). A producer with code not from a
  * file (a JIT's) writes none either: the unwinds of its stacks read its
- * memory, which no compare of the stack covers. gen is not 0 and grows with each set the producer writes;
- * the granules follow, n of them (at most HEAPPROFD_CODE_MAX), in any
- * order.
+ * memory, which no compare of the stack covers. gen is not 0 and grows
+ * with each set the producer writes; the granules follow, n of them (at
+ * most HEAPPROFD_CODE_MAX), in any order.
  */
 struct heapprofd_rec_code {
 	struct heapprofd_rec_hdr hdr;
