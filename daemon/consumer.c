@@ -44,6 +44,16 @@ static uint64_t next_id = 1;
 #define STALL_STEP_MAX_MS	100
 /* Records drained in one go before other sessions get their turn. */
 #define DRAIN_BATCH		8192
+/*
+ * And the time one drain may hold the event loop. A record waits for room
+ * while the pipeline is behind (pipeline.c, wait_for_room), so a batch of
+ * records slow to unwind (a slow machine; a process that makes them slow on
+ * purpose) could hold the loop for seconds: root's heapprofctl, other
+ * programs' hellos and hang-ups all wait on it. The clock is read every
+ * DRAIN_CLOCK_EVERY records.
+ */
+#define DRAIN_HOLD_MS		20
+#define DRAIN_CLOCK_EVERY	16
 
 /* ---- SIGBUS guard around shared memory ---- */
 static sigjmp_buf guard_env;
@@ -528,11 +538,19 @@ static void heap_announced(struct hpd_session *s)
  * Returns with the ring empty and the consumer marked sleeping, or with a
  * stalled record noted for the tick, or with the session ended.
  */
-static void drain_ring(struct hpd_session *s, int producer_gone);
+/* How drain_ring goes: a live producer, a gone one's ring read to its end
+ * now, or a gone one's read a bounded time per call (hpd_session_gone). */
+enum drain_mode { DRAIN_LIVE, DRAIN_GONE_ALL, DRAIN_GONE_BOUNDED };
+
+static int drain_ring(struct hpd_session *s, enum drain_mode mode);
 
 void hpd_session_drain(struct hpd_session *s, int producer_gone)
 {
-	drain_ring(s, producer_gone);
+	/* A gone producer's ring is the tick's (hpd_session_gone) unless the
+	 * caller wants it read to the end now. */
+	if (s->gone_ms && !producer_gone)
+		return;
+	drain_ring(s, producer_gone ? DRAIN_GONE_ALL : DRAIN_LIVE);
 	hpd_session_read_kernel(s, producer_gone);
 	/* What the pipeline batched goes to its books now (s->proc is NULL
 	 * if the session ended). */
@@ -561,25 +579,28 @@ static void shrink_buf(struct hpd_session *s, uint32_t len)
 	s->buflen = REC_BUF_KEEP;
 }
 
-static void drain_ring(struct hpd_session *s, int producer_gone)
+/* 1: stopped with records left (the loop comes back), else 0. */
+static int drain_ring(struct hpd_session *s, enum drain_mode mode)
 {
 	const struct heapprofd_rec_hdr *rec;
+	const int producer_gone = mode != DRAIN_LIVE;
 	char why[160];
 	uint32_t len;
-	volatile int n = 0;
-	volatile uint64_t taken = 0;
-	uint64_t waited;
+	volatile int n = 0, more = 0;
+	uint64_t waited, t0 = hpd_now_ms();
 
 	if (!s->enabled || s->ending)
-		return;
+		return 0;
+	if (mode == DRAIN_GONE_ALL)
+		s->gone_taken = 0;
 	/* The memory budget waits for memory to come back (mem_budget.c),
 	 * the CPU budget for the time spent to average out (cpu_budget.c). */
 	if (!producer_gone && (hpd_mem_hold() || hpd_cpu_hold()))
-		return;
+		return 0;
 	guard_on = 1;
 	if (sigsetjmp(guard_env, 0)) {
 		hpd_session_end(s, "SIGBUS reading the ring: the process shrank its shared memory");
-		return;
+		return 0;
 	}
 	for (;;) {
 		enum hp_ring_status st = hp_ring_peek(&s->ring, &rec, &len);
@@ -593,7 +614,7 @@ static void drain_ring(struct hpd_session *s, int producer_gone)
 				if (!nb) {
 					guard_on = 0;
 					hpd_session_end(s, "out of memory");
-					return;
+					return 0;
 				}
 				s->buf = nb;
 				s->buflen = len;
@@ -610,7 +631,7 @@ static void drain_ring(struct hpd_session *s, int producer_gone)
 
 				snprintf(msg, sizeof(msg), "malformed record: %s", why);
 				hpd_session_end(s, msg);
-				return;
+				return 0;
 			}
 			/* The feed waits while the pipeline holds too much of
 			 * this process's records: the ring is not read meanwhile,
@@ -622,24 +643,29 @@ static void drain_ring(struct hpd_session *s, int producer_gone)
 					(int)s->pid, (unsigned long long)waited);
 			guard_on = 1;	/* the sigsetjmp above still holds */
 			heap_announced(s);
-			if ((++n >= DRAIN_BATCH || hpd_mem_fed(1) || hpd_cpu_fed(1)) &&
-			    !producer_gone) {
-				/* Be fair to the others, or let the memory budget
-				 * look first (mem_budget.c), or wait for the CPU
-				 * budget (cpu_budget.c): the loop comes back. */
-				hpd_backlog = 1;
-				break;
-			}
 			/* A gone producer left a ring's worth at most; a live
 			 * one that writes on past its detach gets no more. */
-			if (producer_gone && (taken += len) > s->ring.size)
+			if (producer_gone && (s->gone_taken += len) > s->ring.size)
 				break;
+			++n;
+			if ((mode == DRAIN_LIVE && (n >= DRAIN_BATCH || hpd_mem_fed(1) ||
+						    hpd_cpu_fed(1))) ||
+			    (mode != DRAIN_GONE_ALL && n % DRAIN_CLOCK_EVERY == 0 &&
+			     hpd_now_ms() - t0 >= DRAIN_HOLD_MS)) {
+				/* Be fair to the others, or let the memory budget
+				 * look first (mem_budget.c), or wait for the CPU
+				 * budget (cpu_budget.c), or let the loop serve its
+				 * other descriptors: the loop comes back. */
+				hpd_backlog = 1;
+				more = 1;
+				break;
+			}
 			continue;
 		}
 		if (st == HP_RING_CORRUPT) {
 			guard_on = 0;
 			hpd_session_end(s, "ring positions or record length out of range");
-			return;
+			return 0;
 		}
 		if (st == HP_RING_NOT_READY) {
 			uint64_t now = hpd_now_ms();
@@ -670,7 +696,7 @@ static void drain_ring(struct hpd_session *s, int producer_gone)
 						(unsigned long long)__atomic_load_n(w, __ATOMIC_RELAXED), producer_gone);
 					guard_on = 0;
 					hpd_session_end(s, "a writer died mid-record and the ring cannot be resynchronised");
-					return;
+					return 0;
 				}
 				hpd_log(HPD_WARN, "pid %d: skipped a record its writer never committed",
 					(int)s->pid);
@@ -709,6 +735,42 @@ static void drain_ring(struct hpd_session *s, int producer_gone)
 			break;
 	}
 	guard_on = 0;
+	return more;
+}
+
+/*
+ * The producer is gone (the process exited or hung up). What it left in the
+ * ring may take the pipeline a while when it is behind, and the event loop
+ * must not wait for it: root's heapprofctl, other programs' hellos and
+ * hang-ups would. So the rest is drained on the ticks, DRAIN_HOLD_MS at a
+ * time (gone_step), and the session ends once the pipeline has it all. The caller has stopped
+ * watching the descriptor that said so (level-triggered, it would say so
+ * again and again).
+ */
+void hpd_session_gone(struct hpd_session *s)
+{
+	if (s->ending || s->gone_ms)
+		return;
+	if (!s->enabled) {
+		hpd_session_end(s, NULL);
+		return;
+	}
+	s->gone_ms = hpd_now_ms();
+	s->gone_taken = 0;
+	hpd_backlog = 1;	/* the next tick begins at once */
+}
+
+static void gone_step(struct hpd_session *s)
+{
+	if (drain_ring(s, DRAIN_GONE_BOUNDED) || s->ending)
+		return;
+	hpd_session_read_kernel(s, 1);
+	hp_proc_flush(s->proc);
+	/* The final dump waits for the pipeline to apply all of it: the
+	 * ticks wait instead, until that is done. */
+	if (!hp_proc_caught_up(s->proc))
+		return;
+	hpd_session_end(s, NULL);
 }
 
 /*
@@ -1159,13 +1221,34 @@ static void code_set_tick(struct hpd_session *s, uint64_t now)
 /* A drain stopped with records left: the event loop must not sleep. */
 int hpd_backlog;
 
+/*
+ * A tick serves every live session once (a round), but holds the event loop
+ * at most TICK_HOLD_MS: past it, the sessions not yet served this round
+ * are served by the next tick, which the loop runs at once (hpd_backlog).
+ * With each drain bounded too, root's heapprofctl and a new program's hello
+ * wait for at most about one drain, however many sessions are slow.
+ */
+#define TICK_HOLD_MS	50
+
 void hpd_session_tick(uint64_t now)
 {
+	static uint64_t round = 1;
 	struct hpd_session *s;
+	int rest = 0;
 
 	for (s = hpd_sessions; s; s = s->next) {
-		if (!s->enabled || s->ending)
+		if (!s->enabled || s->ending || s->tick_round == round)
 			continue;
+		if (hpd_now_ms() - now >= TICK_HOLD_MS) {
+			rest = 1;
+			hpd_backlog = 1;
+			break;
+		}
+		s->tick_round = round;
+		if (s->gone_ms) {
+			gone_step(s);
+			continue;
+		}
 		hpd_session_drain(s, 0);
 		if (s->ending)
 			continue;
@@ -1180,6 +1263,8 @@ void hpd_session_tick(uint64_t now)
 		hpd_pressure_tick(s, now);
 		code_set_tick(s, now);
 	}
+	if (!rest)
+		round++;
 }
 
 void hpd_sessions_reap(void)

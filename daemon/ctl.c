@@ -240,7 +240,8 @@ static void ctl_sessions(int fd)
 		if (s->ending)
 			continue;
 		n = session_line(out, sizeof(out), s->pid, s->comm, s->id, tname(s),
-				 s->detach_since_ms ? "detaching" : s->enabled ? "profiling" : "dormant",
+				 s->gone_ms ? "exited" : s->detach_since_ms ? "detaching" :
+				 s->enabled ? "profiling" : "dormant",
 				 s->records, s->bytes,
 				 s->enabled && s->map ? __atomic_load_n(&s->ring.cnt->records_dropped,
 									__ATOMIC_RELAXED) : 0,

@@ -359,6 +359,9 @@ struct hpd_session {
 	 * and when a new set was last asked for (consumer.c, code_set_tick) */
 	uint64_t code_stale_seen, code_asked_ms;
 	int code_asks;			/* new code sets asked for so far */
+	uint64_t tick_round;		/* the tick round that last served it (consumer.c) */
+	uint64_t gone_ms;		/* the producer went then: draining what it left */
+	uint64_t gone_taken;		/* bytes drained since */
 	int poll_only;			/* no wake channel: poll on the tick */
 
 	struct hp_proc *proc;
@@ -412,6 +415,9 @@ int hpd_session_map(struct hpd_session *s, int fd, int is_memfd,
 const char *hpd_ring_refusal(int rc);
 int hpd_session_enable(struct hpd_session *s, struct hpd_rule *r);
 void hpd_session_drain(struct hpd_session *s, int producer_gone);
+/* The process exited or hung up: what it left is drained on the ticks, a
+ * bounded time each, then the session ends (consumer.c). */
+void hpd_session_gone(struct hpd_session *s);
 /* Module transport: read(2) the kernel's records and feed them (part of the drain). */
 void hpd_session_read_kernel(struct hpd_session *s, int producer_gone);
 int hpd_session_dump(struct hpd_session *s, unsigned which, char *path, size_t pathlen);

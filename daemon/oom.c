@@ -193,6 +193,7 @@ void hpd_oom_chosen(struct hpd_session *s)
 int hpd_oom_victim(struct hpd_session *s, char *note, size_t len)
 {
 	char mx[24], cur[24], pk[24], cg[600] = "";
+	uint64_t end;
 	long long k;
 
 	/* The notification may come after the hang-up: look again now. */
@@ -201,9 +202,11 @@ int hpd_oom_victim(struct hpd_session *s, char *note, size_t len)
 		snapshot(s, k);
 		s->oom.rose = 1;
 	}
-	/* The module said so; else a rise of the count just before the end. */
+	/* The module said so; else a rise of the count just before the end
+	 * (the hang-up: what it left may take a while to drain). */
+	end = s->gone_ms ? s->gone_ms : hpd_now_ms();
 	if (!s->oom.by_module &&
-	    (!s->oom.rose || hpd_now_ms() - s->oom.at_ms > HPD_OOM_WINDOW_MS))
+	    (!s->oom.rose || (end > s->oom.at_ms && end - s->oom.at_ms > HPD_OOM_WINDOW_MS)))
 		return 0;
 	if (s->oom.cg[0]) {
 		size_words(mx, sizeof(mx), s->oom.max);

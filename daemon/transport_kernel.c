@@ -48,8 +48,8 @@ static void consumer_event(struct hpd_watch *w, uint32_t ev)
 		return;
 	hp_ring_awake(&s->ring);
 	if (ev & (EPOLLHUP | EPOLLERR)) {
-		hpd_session_drain(s, 1);
-		hpd_session_end(s, NULL);
+		hpd_loop_del(w->fd);
+		hpd_session_gone(s);
 		return;
 	}
 	hpd_session_drain(s, 0);

@@ -40,8 +40,8 @@ static void exit_event(struct hpd_watch *w, uint32_t ev)
 	(void)ev;
 	if (c->s->ending)
 		return;
-	hpd_session_drain(c->s, 1);
-	hpd_session_end(c->s, NULL);
+	hpd_loop_del(w->fd);
+	hpd_session_gone(c->s);
 }
 
 static void wake_event(struct hpd_watch *w, uint32_t ev)

@@ -42,8 +42,8 @@ static void conn_event(struct hpd_watch *w, uint32_t ev)
 	if (ev & (EPOLLHUP | EPOLLERR | EPOLLRDHUP) ||
 	    recv(w->fd, b, sizeof(b), MSG_DONTWAIT) <= 0) {
 		if (s->enabled) {
-			hpd_session_drain(s, 1);
-			hpd_session_end(s, NULL);
+			hpd_loop_del(w->fd);
+			hpd_session_gone(s);
 		} else {
 			hpd_log(HPD_DEBUG, "dormant pid %d hung up", (int)s->pid);
 			hpd_session_end(s, NULL);

@@ -126,6 +126,10 @@ struct hp_pipeline {
 	uint64_t max_queued;		/* bytes of records in flight per process */
 	struct hp_symd *symd;		/* names: debug info looked for off the books */
 	uint64_t sym_wait_ms;		/* a final dump's wait for it */
+	/* Tests only (HEAPPROFD_TEST_UNWIND_DELAY_US): every allocation is
+	 * unwound, none remembered, and each unwind takes this much longer,
+	 * as on a slow machine or with records made slow on purpose. */
+	unsigned test_unwind_delay_us;
 	struct queue *workers;
 	struct queue books;
 	struct hp_elfcache elfs;
@@ -345,7 +349,9 @@ static void worker_alloc(struct hp_pipeline *p, struct job *j)
 		 * the files (JIT code): nothing can check such claims. */
 		if (j->same && !trace.ok)
 			__atomic_fetch_add(&pr->same_unsure, 1, __ATOMIC_RELAXED);
-		if (pr->memo && hp_unwinder_reloads(u) != reloads)
+		if (p->test_unwind_delay_us)
+			usleep(p->test_unwind_delay_us);
+		else if (pr->memo && hp_unwinder_reloads(u) != reloads)
 			hp_memo_new_gen(pr->memo);	/* a new snapshot: forget the old */
 		else if (pr->memo && !j->kernel)	/* kernel records skip the memo */
 			hp_memo_insert(pr->memo, j->memo_gen, ps.alloc, &trace,
@@ -773,6 +779,9 @@ struct hp_pipeline *hp_pipeline_new(const struct hp_pipeline_opts *o)
 		ms = strtoull(env, NULL, 10);
 		p->sym_wait_ms = ms;
 	}
+	env = getenv("HEAPPROFD_TEST_UNWIND_DELAY_US");
+	if (env && *env && strspn(env, "0123456789") == strlen(env) && strlen(env) < 8)
+		p->test_unwind_delay_us = (unsigned)strtoul(env, NULL, 10);
 	hp_symbolize_setup();	/* before the threads: it sets the environment */
 	p->symd = hp_symd_new();	/* without it names are looked up at dump time */
 	p->elfs.symd = p->symd;
@@ -1155,6 +1164,11 @@ uint64_t hp_proc_take_room_wait_ms(struct hp_proc *pr)
 	if (pr)
 		pr->f.room_wait_ms = 0;
 	return ms;
+}
+
+int hp_proc_caught_up(struct hp_proc *pr)
+{
+	return !pr || __atomic_load_n(&pr->b.applied, __ATOMIC_ACQUIRE) >= pr->f.feed_no;
 }
 
 int hp_proc_feed(struct hp_proc *pr, const void *rec, size_t len, char *why,

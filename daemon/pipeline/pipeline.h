@@ -87,6 +87,9 @@ int hp_proc_feed(struct hp_proc *pr, const void *rec, size_t len, char *why,
 /* The longest of those sleeps since the last call, in ms (the feeding
  * thread; pr may be NULL: 0). */
 uint64_t hp_proc_take_room_wait_ms(struct hp_proc *pr);
+/* Every record fed so far is in the books (the feeding thread, after
+ * hp_proc_flush): a dump now waits for nothing but names. */
+int hp_proc_caught_up(struct hp_proc *pr);
 /*
  * One record the kernel queued for the session (uapi "Kernel records":
  * read(2) on the consumer fd), checked as hostile as any other: stamp 0,
