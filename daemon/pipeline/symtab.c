@@ -28,6 +28,7 @@ struct fsym {
 	const char *name;	/* libdwfl's string, valid while the module is */
 	int rank;		/* 0 global, 1 weak, 2 local */
 	int code;		/* a function: the only kind named here */
+	int idx;		/* its index in the table: the order libdwfl finds it */
 };
 
 struct hp_symtab {
@@ -56,7 +57,9 @@ static int by_lo(const void *a, const void *b)
 
 	if (x->lo != y->lo)
 		return x->lo < y->lo ? -1 : 1;
-	return x->rank - y->rank;
+	if (x->rank != y->rank)
+		return x->rank - y->rank;
+	return x->idx - y->idx;
 }
 
 struct hp_symtab *hp_symtab_build(void *dwmod)
@@ -95,6 +98,7 @@ struct hp_symtab *hp_symtab_build(void *dwmod)
 		t->s[t->n].name = name;
 		t->s[t->n].rank = rank_of(GELF_ST_BIND(sym.st_info));
 		t->s[t->n].code = type == STT_FUNC || type == STT_GNU_IFUNC;
+		t->s[t->n].idx = i;
 		if (sym.st_size > t->maxsize)
 			t->maxsize = sym.st_size;
 		t->n++;
@@ -156,10 +160,19 @@ const char *hp_symtab_find(const struct hp_symtab *t, uint64_t addr, int *ask)
 			break;
 		}
 	}
-	/* A data symbol, or two equally good: libdwfl's finer rules decide. */
-	if (best && (!best->code || (best + 1 < t->s + t->n && best[1].lo == best->lo &&
-				     best[1].rank == best->rank && addr < best[1].hi)))
+	/*
+	 * Aliases (C++ complete and base object constructors, say): symbols
+	 * alike in start, end and binding. libdwfl keeps the first it finds
+	 * ("if all are equal prefer the first symbol found"), the lowest
+	 * index, which the sort put first. A data symbol, or two that differ
+	 * in their end: libdwfl's finer rules decide.
+	 */
+	if (best && !best->code)
 		return NULL;
+	for (const struct fsym *o = best ? best + 1 : NULL;
+	     o && o < t->s + t->n && o->lo == best->lo && o->rank == best->rank; o++)
+		if (addr < o->hi && o->hi != best->hi)
+			return NULL;
 	/* None contains it: libdwfl could only name it by a sizeless one
 	 * past the last symbol below it. */
 	*ask = !best && sizeless_in(t, lo ? t->s[lo - 1].lo : 0, addr);
