@@ -111,10 +111,26 @@ static int matches(struct hp_drop *d, const char *name)
 	return v == 2;
 }
 
+/*
+ * The formats of one dump are written in parallel (formats.c), each reading
+ * the profile; the names they make up (lib+0xOFFSET, "site (called from
+ * f)") are interned in it under this lock, the one thing they write.
+ */
+static pthread_mutex_t intern_lock = PTHREAD_MUTEX_INITIALIZER;
+
+const char *hp_prof_intern(const struct hp_prof *p, const char *s)
+{
+	const char *r;
+
+	pthread_mutex_lock(&intern_lock);
+	r = hp_intern((struct hp_strtab *)&p->strs, s);
+	pthread_mutex_unlock(&intern_lock);
+	return r;
+}
+
 size_t hp_sample_frames(const struct hp_prof *p, const struct hp_prof_sample *s,
 			struct hp_drop *d, struct hp_frame *out, size_t max)
 {
-	struct hp_strtab *strs = (struct hp_strtab *)&p->strs;
 	char buf[256];
 	size_t n = 0, i, cut;
 	int user = 0;
@@ -137,7 +153,7 @@ size_t hp_sample_frames(const struct hp_prof *p, const struct hp_prof_sample *s,
 			 * sample (C++ names run to hundreds of bytes).
 			 */
 			if (nm == buf || !strcmp(nm, "?"))
-				nm = hp_intern(strs, nm);
+				nm = hp_prof_intern(p, nm);
 
 			out[n].name = nm ? nm : "?";
 			out[n].file = ln ? ln->file : l ? l->file : NULL;

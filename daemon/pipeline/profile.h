@@ -235,6 +235,8 @@ size_t hp_sample_frames(const struct hp_prof *p, const struct hp_prof_sample *s,
 			struct hp_drop *d, struct hp_frame *out, size_t max);
 /* The call site those frames name (the leaf; an unnamed one with its nearest
  * named caller: "lib.so+0x3b50a (called from f)"), interned in p (render.c). */
+/* Intern s in p's strings (the formats of a dump may call it at once). */
+const char *hp_prof_intern(const struct hp_prof *p, const char *s);
 const char *hp_site_name(const struct hp_prof *p, const struct hp_frame *fr, size_t n,
 			 char *buf, size_t len);
 #define HP_MAX_FRAMES	2048	/* frames of one sample, inline ones included */

@@ -377,7 +377,8 @@ struct agg {
 	size_t last;		/* functions: the sample last counted + 1 */
 };
 
-static int sort_metric = -1;	/* qsort has no context argument */
+/* qsort has no context argument; formats are written in parallel (formats.c) */
+static __thread int sort_metric = -1;
 
 static int agg_cmp(const void *a, const void *b)
 {
@@ -459,7 +460,7 @@ const char *hp_site_name(const struct hp_prof *p, const struct hp_frame *fr, siz
 	for (k = 1; k < n; k++)
 		if (!strstr(fr[k].name, "+0x") && strncmp(fr[k].name, "0x", 2)) {
 			snprintf(buf, len, "%s (called from %s)", fr[0].name, fr[k].name);
-			return hp_intern((struct hp_strtab *)&p->strs, buf) ?: fr[0].name;
+			return hp_prof_intern(p, buf) ?: fr[0].name;
 		}
 	return fr[0].name;
 }
