@@ -767,9 +767,12 @@ static void gone_step(struct hpd_session *s)
 	hpd_session_read_kernel(s, 1);
 	hp_proc_flush(s->proc);
 	/* The final dump waits for the pipeline to apply all of it: the
-	 * ticks wait instead, until that is done. */
-	if (!hp_proc_caught_up(s->proc))
+	 * ticks wait instead, until that is done, a millisecond apart (the
+	 * user of heapprofctl record waits for the dump). */
+	if (!hp_proc_caught_up(s->proc)) {
+		hpd_gone_wait = 1;
 		return;
+	}
 	hpd_session_end(s, NULL);
 }
 
@@ -1170,10 +1173,14 @@ void hpd_sessions_finish(void)
 			left += !s->ending;
 		if (!left)
 			break;
-		/* A drain that stopped with records left comes back at once. */
+		/* A drain that stopped with records left comes back at once;
+		 * an exited program's rest in the pipeline, within 1 ms. */
+		if (hpd_gone_wait)
+			ts.tv_nsec = 1000000L;
 		if (!hpd_backlog)
 			nanosleep(&ts, NULL);
 		hpd_backlog = 0;
+		hpd_gone_wait = 0;
 		hpd_session_tick(hpd_now_ms());
 	}
 }
@@ -1223,6 +1230,7 @@ static void code_set_tick(struct hpd_session *s, uint64_t now)
 /* Continuous dumps, stalled records, rings without a wake channel. */
 /* A drain stopped with records left: the event loop must not sleep. */
 int hpd_backlog;
+int hpd_gone_wait;
 
 /*
  * A tick serves every live session once (a round), but holds the event loop
