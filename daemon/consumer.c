@@ -743,9 +743,9 @@ static int drain_ring(struct hpd_session *s, enum drain_mode mode)
  * ring may take the pipeline a while when it is behind, and the event loop
  * must not wait for it: root's heapprofctl, other programs' hellos and
  * hang-ups would. So the rest is drained on the ticks, DRAIN_HOLD_MS at a
- * time (gone_step), and the session ends once the pipeline has it all. The caller has stopped
- * watching the descriptor that said so (level-triggered, it would say so
- * again and again).
+ * time (gone_step), and the session ends once the pipeline has it all.
+ * The caller has stopped watching the descriptor that said so
+ * (level-triggered, it would say so again and again).
  */
 void hpd_session_gone(struct hpd_session *s)
 {
