@@ -26,8 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <curl/curl.h>
-
+#include "curl_load.h"
 #include "hpd.h"
 #include "pipeline/formats.h"
 #include "pipeline/profile.h"
@@ -51,6 +50,9 @@ struct item {
 	struct item *next;
 	int kind;
 	char url[HPD_EXPORT_URL_MAX + 512];	/* the whole URL, query included */
+	char base[HPD_EXPORT_URL_MAX];	/* Pyroscope: the server; the sender makes url */
+	char name[512];			/* Pyroscope: the series, escaped by the sender */
+	int64_t from, until;		/* Pyroscope: the profile's span, in s */
 	uint8_t *body;
 	size_t len;
 	int tries;
@@ -250,11 +252,11 @@ static void app_name(char *out, size_t len, const char *comm)
 		snprintf(out, len, "unknown");
 }
 
-static int pyroscope_url(struct item *it, const char *base, const struct hp_prof *p,
-			 const struct hp_format_args *a)
+/* Pyroscope's series for this dump: app{pid=..,hostname=..,dump=..} and its span. */
+static void pyroscope_series(struct item *it, const struct hp_prof *p,
+			     const struct hp_format_args *a)
 {
-	char app[64], host[128] = "", name[512], *enc;
-	int64_t from = p->time_ns / 1000000000, until = (p->time_ns + p->duration_ns) / 1000000000;
+	char app[64], host[128] = "";
 	const char *kind = a->who && a->who->kind && *a->who->kind ? a->who->kind : "now";
 
 	app_name(app, sizeof(app), a->who ? a->who->comm : NULL);
@@ -263,17 +265,12 @@ static int pyroscope_url(struct item *it, const char *base, const struct hp_prof
 	for (char *c = host; *c; c++)
 		if (!isalnum((unsigned char)*c) && !strchr("_.-", *c))
 			*c = '_';
-	snprintf(name, sizeof(name), "%s{pid=\"%d\",hostname=\"%s\",dump=\"%s\"}", app,
+	snprintf(it->name, sizeof(it->name), "%s{pid=\"%d\",hostname=\"%s\",dump=\"%s\"}", app,
 		 a->who ? (int)a->who->pid : 0, host, kind);
-	enc = curl_easy_escape(NULL, name, 0);
-	if (!enc)
-		return -ENOMEM;
-	if (until <= from)
-		until = from + 1;
-	snprintf(it->url, sizeof(it->url), "%s/ingest?name=%s&from=%lld&until=%lld&format=pprof&spyName=heapprofd",
-		 base, enc, (long long)from, (long long)until);
-	curl_free(enc);
-	return 0;
+	it->from = p->time_ns / 1000000000;
+	it->until = (p->time_ns + p->duration_ns) / 1000000000;
+	if (it->until <= it->from)
+		it->until = it->from + 1;
 }
 
 void hpd_export_sink(void *arg, const struct hp_prof *prof, const struct hp_format_args *a,
@@ -304,13 +301,13 @@ void hpd_export_sink(void *arg, const struct hp_prof *prof, const struct hp_form
 			item_free(it);
 			continue;
 		}
-		if (it->kind == HPD_EXPORT_OTLP)
+		if (it->kind == HPD_EXPORT_OTLP) {
 			snprintf(it->url, sizeof(it->url), "%s/v1development/profiles",
 				 es->targets.t[i].url);
-		else if (pyroscope_url(it, es->targets.t[i].url, prof, a)) {
-			COUNT(it->acct, dropped, 1);
-			item_free(it);
-			continue;
+		} else {
+			/* (the sender, which has libcurl, makes the URL) */
+			snprintf(it->base, sizeof(it->base), "%s", es->targets.t[i].url);
+			pyroscope_series(it, prof, a);
 		}
 		enqueue(it);
 	}
@@ -383,6 +380,30 @@ static int64_t otlp_rejected(const struct reply *r, char *why, size_t wl)
 
 enum { SENT, RETRY, GIVE_UP };
 
+static struct hpd_curl cu;	/* the sender's libcurl (curl_load.c) */
+
+/* Pyroscope's URL: /ingest on the server, the series escaped. */
+static int pyroscope_url(struct item *it, char *why, size_t wl)
+{
+	char *enc = cu.easy_escape(NULL, it->name, 0);
+	int n;
+
+	if (!enc) {
+		snprintf(why, wl, "out of memory");
+		return -1;
+	}
+	n = snprintf(it->url, sizeof(it->url),
+		     "%s/ingest?name=%s&from=%lld&until=%lld&format=pprof&spyName=heapprofd",
+		     it->base, enc, (long long)it->from, (long long)it->until);
+	cu.free(enc);
+	if (n < 0 || (size_t)n >= sizeof(it->url)) {
+		snprintf(why, wl, "the URL would be too long");
+		return -1;
+	}
+	it->name[0] = 0;	/* made: a retry keeps this URL */
+	return 0;
+}
+
 static int post(CURL *c, struct item *it, char *why, size_t wl)
 {
 	struct curl_slist *hdr = NULL;
@@ -392,36 +413,38 @@ static int post(CURL *c, struct item *it, char *why, size_t wl)
 	CURLcode rc;
 	int res;
 
-	curl_easy_reset(c);
-	curl_easy_setopt(c, CURLOPT_URL, it->url);
-	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)hpd_export_opts.timeout_ms);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)hpd_export_opts.timeout_ms);
-	curl_easy_setopt(c, CURLOPT_USERAGENT, "heapprofd");
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &r);
+	if (it->kind != HPD_EXPORT_OTLP && it->name[0] && pyroscope_url(it, why, wl))
+		return GIVE_UP;
+	cu.easy_reset(c);
+	cu.easy_setopt(c, CURLOPT_URL, it->url);
+	cu.easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+	cu.easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+	cu.easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	cu.easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)hpd_export_opts.timeout_ms);
+	cu.easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)hpd_export_opts.timeout_ms);
+	cu.easy_setopt(c, CURLOPT_USERAGENT, "heapprofd");
+	cu.easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+	cu.easy_setopt(c, CURLOPT_WRITEDATA, &r);
 	if (it->kind == HPD_EXPORT_OTLP) {
-		hdr = curl_slist_append(hdr, "Content-Type: application/x-protobuf");
-		curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, (const char *)it->body);
-		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)it->len);
+		hdr = cu.slist_append(hdr, "Content-Type: application/x-protobuf");
+		cu.easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
+		cu.easy_setopt(c, CURLOPT_POSTFIELDS, (const char *)it->body);
+		cu.easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)it->len);
 	} else {
 		curl_mimepart *part;
 
-		mime = curl_mime_init(c);
-		part = curl_mime_addpart(mime);
-		curl_mime_name(part, "profile");
-		curl_mime_filename(part, "profile.pprof");
-		curl_mime_data(part, (const char *)it->body, it->len);
-		curl_easy_setopt(c, CURLOPT_MIMEPOST, mime);
+		mime = cu.mime_init(c);
+		part = cu.mime_addpart(mime);
+		cu.mime_name(part, "profile");
+		cu.mime_filename(part, "profile.pprof");
+		cu.mime_data(part, (const char *)it->body, it->len);
+		cu.easy_setopt(c, CURLOPT_MIMEPOST, mime);
 	}
-	rc = curl_easy_perform(c);
+	rc = cu.easy_perform(c);
 	if (rc == CURLE_OK)
-		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+		cu.easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
 	if (rc != CURLE_OK) {
-		snprintf(why, wl, "%s", r.too_big ? "the reply was too long" : curl_easy_strerror(rc));
+		snprintf(why, wl, "%s", r.too_big ? "the reply was too long" : cu.easy_strerror(rc));
 		res = r.too_big ? GIVE_UP : RETRY;
 	} else if (status >= 200 && status < 300) {
 		char rej[256] = "";
@@ -441,8 +464,8 @@ static int post(CURL *c, struct item *it, char *why, size_t wl)
 		res = status == 408 || status == 429 || status >= 500 ? RETRY : GIVE_UP;
 	}
 	free(r.body);
-	curl_slist_free_all(hdr);
-	curl_mime_free(mime);
+	cu.slist_free_all(hdr);
+	cu.mime_free(mime);
 	return res;
 }
 
@@ -472,11 +495,38 @@ static void wait_until(uint64_t ms)
 	pthread_cond_timedwait(&q.cond, &q.lock, &ts);
 }
 
+/*
+ * libcurl loaded and started, here rather than in hpd_export_start: the
+ * event loop never waits for it (seconds where loading is slow). NULL, with
+ * why in start_why, when it cannot be: every request then fails, saying so.
+ */
+static char start_why[300];
+
+static CURL *sender_start(void)
+{
+	CURL *c;
+
+	if (hpd_curl_load(&cu, start_why, sizeof(start_why)))
+		return NULL;
+	if (cu.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+		snprintf(start_why, sizeof(start_why), "libcurl could not start");
+		return NULL;
+	}
+	c = cu.easy_init();
+	if (!c) {
+		snprintf(start_why, sizeof(start_why), "libcurl could not start");
+		cu.global_cleanup();
+	}
+	return c;
+}
+
 static void *sender(void *arg)
 {
-	CURL *c = curl_easy_init();
+	CURL *c = sender_start();
 
 	(void)arg;
+	if (!c)
+		hpd_log(HPD_ERR, "export: %s: no dump will be sent", start_why);
 	pthread_mutex_lock(&q.lock);
 	for (;;) {
 		struct item *it = q.head;
@@ -496,7 +546,7 @@ static void *sender(void *arg)
 		pthread_mutex_unlock(&q.lock);
 		res = c ? post(c, it, why, sizeof(why)) : GIVE_UP;
 		if (!c)
-			snprintf(why, sizeof(why), "libcurl could not start");
+			snprintf(why, sizeof(why), "%s", start_why);
 		it->tries++;
 		if (res == RETRY && it->tries <= (int)hpd_export_opts.retries) {
 			it->next_ms = mono_ms() + ((uint64_t)BACKOFF_MS << (it->tries - 1));
@@ -538,8 +588,10 @@ static void *sender(void *arg)
 	}
 	q.tail = NULL;
 	pthread_mutex_unlock(&q.lock);
-	if (c)
-		curl_easy_cleanup(c);
+	if (c) {
+		cu.easy_cleanup(c);
+		cu.global_cleanup();
+	}
 	return NULL;
 }
 
@@ -550,10 +602,6 @@ int hpd_export_start(void)
 
 	if (q.started)
 		return 0;
-	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-		hpd_log(HPD_ERR, "export: libcurl could not start");
-		return -EIO;
-	}
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_destroy(&q.cond);
@@ -581,7 +629,6 @@ void hpd_export_stop(void)
 	pthread_mutex_unlock(&q.lock);
 	pthread_join(q.thread, NULL);
 	q.started = 0;
-	curl_global_cleanup();
 	hpd_export_totals(&t);
 	if (t.queued || t.dropped)
 		hpd_log(t.failed || t.dropped ? HPD_WARN : HPD_INFO,

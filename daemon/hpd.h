@@ -77,6 +77,7 @@ int hpd_export_parse(const char *list, struct hpd_export_targets *t, char *why, 
 /* heapprofd --export KIND=URL: every session's (a rule's own replace them). */
 int hpd_export_option(const char *arg, char *why, size_t wl);
 const struct hpd_export_targets *hpd_export_default(void);
+/* The sender thread (it loads libcurl: curl_load.c), once. */
 int hpd_export_start(void);
 /* Send what is queued, within exit_wait_ms, then stop (the rest is counted). */
 void hpd_export_stop(void);
