@@ -335,6 +335,10 @@ int main(int argc, char **argv)
 	hpd_log(HPD_INFO, "ready: transport %s, control %s%s%s", transport_name, hpd_opts.ctl_path,
 		hpd_opts.transport != 1 ? ", socket " : "",
 		hpd_opts.transport != 1 ? hpd_opts.socket_path : "");
+	/* --export: the sender starts now, loading libcurl on its own thread,
+	 * so that a libcurl that cannot be loaded is said at start. */
+	if (hpd_export_default()->n)
+		hpd_export_start();
 	if (ready_fd >= 0) {
 		if (write(ready_fd, kmod_ok ? "k" : "s", 1) < 0)
 			hpd_log(HPD_DEBUG, "ready fd: %s", strerror(errno));
