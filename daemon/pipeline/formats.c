@@ -107,36 +107,63 @@ struct par_write {
 	const struct hp_format **f;
 	struct hp_out *o;
 	int *rc;
+	const size_t *order;	/* the indices of f, o and rc, largest file first */
 	size_t n;
-	size_t next;		/* atomic: the next to take */
+	size_t next;		/* atomic: the next of order to take */
 };
+
+/* f writes o; 0 or -errno, o failed with the reason. */
+static int write_one(const struct hp_prof *p, const struct hp_format_args *a,
+		     const struct hp_format *f, struct hp_out *o)
+{
+	int rc = f->write(p, a, o);
+
+	if (!rc && o->err)
+		rc = -o->err;
+	if (rc && !o->err)
+		hp_out_fail(o, -rc, "writing");
+	return rc;
+}
 
 static void *par_worker(void *arg)
 {
 	struct par_write *w = arg;
-	size_t i;
+	size_t k;
 
-	while ((i = __atomic_fetch_add(&w->next, 1, __ATOMIC_RELAXED)) < w->n) {
-		int rc = w->f[i]->write(w->p, w->a, &w->o[i]);
+	while ((k = __atomic_fetch_add(&w->next, 1, __ATOMIC_RELAXED)) < w->n) {
+		size_t i = w->order[k];
 
-		if (!rc && w->o[i].err)
-			rc = -w->o[i].err;
-		if (rc && !w->o[i].err)
-			hp_out_fail(&w->o[i], -rc, "writing");
-		w->rc[i] = rc;
+		w->rc[i] = write_one(w->p, w->a, w->f[i], &w->o[i]);
 	}
 	return NULL;
 }
 
-/* The formats of set, opened as o[0..n) in the order of f; 0 or -errno. */
+/* f[0..n) into o[0..n), largest first; 0 or -errno (*bad: which failed). */
 static int write_parallel(const struct hp_prof *p, const struct hp_format_args *a,
 			  const struct hp_format **f, struct hp_out *o, size_t n, size_t *bad)
 {
-	struct par_write w = { .p = p, .a = a, .f = f, .o = o, .n = n };
-	pthread_t t;
+	static const struct hp_format *const by_size[] = {
+		&hp_format_svg, &hp_format_text, &hp_format_folded, &hp_format_pprof,
+		&hp_format_otlp,
+	};
+	size_t order[HP_FORMATS_MAX], m = 0;
 	int started, rc[HP_FORMATS_MAX] = { 0 };
+	struct par_write w = { .p = p, .a = a, .f = f, .o = o, .rc = rc, .order = order };
+	pthread_t t;
 
-	w.rc = rc;
+	for (size_t k = 0; k < sizeof(by_size) / sizeof(by_size[0]); k++)
+		for (size_t i = 0; i < n; i++)
+			if (f[i] == by_size[k])
+				order[m++] = i;
+	for (size_t i = 0; i < n; i++) {	/* any other, after them */
+		size_t k = 0;
+
+		while (k < m && order[k] != i)
+			k++;
+		if (k == m)
+			order[m++] = i;
+	}
+	w.n = m;
 	started = n > 1 && !pthread_create(&t, NULL, par_worker, &w);
 	par_worker(&w);
 	if (started)
@@ -153,11 +180,6 @@ int hp_formats_write(const struct hp_prof *p, const char *prefix, const char *mi
 		     unsigned set, const struct hp_format_args *a, struct hp_out_limit *lim,
 		     char *why, size_t wl)
 {
-	/* The parallel order: the largest files first (svg, text, folded). */
-	static const struct hp_format *const by_size[] = {
-		&hp_format_svg, &hp_format_text, &hp_format_folded, &hp_format_pprof,
-		&hp_format_otlp,
-	};
 	const struct hp_format *pf[HP_FORMATS_MAX];
 	size_t nf = sizeof(hp_formats) / sizeof(hp_formats[0]) - 1, n = 0, k, bad = 0;
 	char path[HP_OUT_PATH_MAX + 64];
@@ -169,38 +191,7 @@ int hp_formats_write(const struct hp_prof *p, const char *prefix, const char *mi
 		snprintf(why, wl, "out of memory");
 		return -ENOMEM;
 	}
-	if (!lim) {
-		for (k = 0; k < sizeof(by_size) / sizeof(by_size[0]) && !rc; k++) {
-			unsigned bit = hp_format_bit(by_size[k]);
-
-			if (!(set & bit))
-				continue;
-			set &= ~bit;
-			if (snprintf(path, sizeof(path), "%s%s%s", prefix, mid, by_size[k]->ext) >=
-			    HP_OUT_PATH_MAX) {
-				snprintf(why, wl, "%s%s%s: %s", prefix, mid, by_size[k]->ext,
-					 strerror(ENAMETOOLONG));
-				rc = -ENAMETOOLONG;
-				break;
-			}
-			pf[n] = by_size[k];
-			rc = hp_out_open(&o[n], path, 0644);
-			bad = n++;
-		}
-		if (!rc)
-			rc = write_parallel(p, a, pf, o, n, &bad);
-		/* Put in place in the table's order, as one after another would. */
-		for (size_t i = 1; !rc && i < n; i++)
-			for (size_t j = i; j > 0 && hp_format_bit(pf[j]) < hp_format_bit(pf[j - 1]); j--) {
-				struct hp_out t = o[j];
-				const struct hp_format *tf = pf[j];
-
-				o[j] = o[j - 1];
-				pf[j] = pf[j - 1];
-				o[j - 1] = t;
-				pf[j - 1] = tf;
-			}
-	}
+	/* Every file opened, in the table's order: they are put in place so. */
 	for (k = 0; k < nf && !rc; k++) {
 		const struct hp_format *f = hp_formats[k];
 
@@ -212,24 +203,34 @@ int hp_formats_write(const struct hp_prof *p, const char *prefix, const char *mi
 			rc = -ENAMETOOLONG;
 			break;
 		}
+		pf[n] = f;
 		rc = hp_out_open(&o[n], path, 0644);
 		bad = n++;
-		if (rc)
-			break;
-		if (lim)
-			hp_out_set_limit(&o[bad], lim);
-		rc = f->write(p, a, &o[bad]);
-		if (!rc && o[bad].err)
-			rc = -o[bad].err;
-		if (rc && !o[bad].err)
-			hp_out_fail(&o[bad], -rc, "writing");
-		if (rc && o[bad].over && bad > 0) {
-			/* Past the limit: this one is left out, the next may fit. */
-			lim->left_out |= 1U << k;
-			hp_out_abort(&o[bad]);
-			n = bad;
-			rc = 0;
+	}
+	if (!rc && !lim) {
+		rc = write_parallel(p, a, pf, o, n, &bad);
+	} else if (!rc) {
+		/* One after another, each within what the limit has left. */
+		size_t kept = 0, i;
+
+		for (i = 0; i < n; i++) {
+			hp_out_set_limit(&o[i], lim);
+			rc = write_one(p, a, pf[i], &o[i]);
+			if (rc && o[i].over && kept > 0) {
+				/* Past the limit: this one is left out, the next may fit. */
+				lim->left_out |= hp_format_bit(pf[i]);
+				hp_out_abort(&o[i]);
+				rc = 0;
+				continue;
+			}
+			o[kept++] = o[i];
+			if (rc)
+				break;
 		}
+		bad = kept ? kept - 1 : 0;
+		while (rc && ++i < n)	/* those never written */
+			hp_out_abort(&o[i]);
+		n = kept;
 	}
 	if (!rc)
 		rc = hp_out_commit_all(o, n, &bad);
