@@ -45,12 +45,13 @@ static uint64_t next_id = 1;
 /* Records drained in one go before other sessions get their turn. */
 #define DRAIN_BATCH		8192
 /*
- * And the time one drain may hold the event loop. A record waits for room
- * while the pipeline is behind (pipeline.c, wait_for_room), so a batch of
- * records slow to unwind (a slow machine; a process that makes them slow on
- * purpose) could hold the loop for seconds: root's heapprofctl, other
- * programs' hellos and hang-ups all wait on it. The clock is read every
- * DRAIN_CLOCK_EVERY records.
+ * And the time one drain may hold the event loop. Records slow to unwind
+ * (a slow machine; a process that makes them slow on purpose) could hold
+ * the loop for seconds: root's heapprofctl, other programs' hellos and
+ * hang-ups all wait on it. The clock is read every DRAIN_CLOCK_EVERY
+ * records; and a drain stops before a record that would wait for room in
+ * the pipeline (pipeline.c, wait_for_room: one such wait held a loaded
+ * guest's loop 11.5 s).
  */
 #define DRAIN_HOLD_MS		20
 #define DRAIN_CLOCK_EVERY	16
@@ -603,8 +604,19 @@ static int drain_ring(struct hpd_session *s, enum drain_mode mode)
 		return 0;
 	}
 	for (;;) {
-		enum hp_ring_status st = hp_ring_peek(&s->ring, &rec, &len);
+		enum hp_ring_status st;
 
+		/* The pipeline holds all it may of this process's records:
+		 * the rest stays in the ring, and the loop looks again in a
+		 * millisecond, serving everything else meanwhile. (A gone
+		 * producer's ring read to its end now waits in the feed.) */
+		if (mode != DRAIN_GONE_ALL && !hp_proc_has_room(s->proc)) {
+			hp_proc_flush(s->proc);	/* the books may wait for our batch */
+			hpd_pipe_wait = 1;
+			more = 1;
+			break;
+		}
+		st = hp_ring_peek(&s->ring, &rec, &len);
 		s->detach_empty = st == HP_RING_EMPTY;	/* as of the last look */
 
 		if (st == HP_RING_READY) {
@@ -633,10 +645,12 @@ static int drain_ring(struct hpd_session *s, enum drain_mode mode)
 				hpd_session_end(s, msg);
 				return 0;
 			}
-			/* The feed waits while the pipeline holds too much of
-			 * this process's records: the ring is not read meanwhile,
-			 * and a client that sees it unread for its stall bound
-			 * stops profiling. Said, so that such a stop has a cause. */
+			/* Read to its end now (DRAIN_GONE_ALL), the feed waits
+			 * while the pipeline holds too much of this process's
+			 * records. Said, so that a long wait has a cause. (Other
+			 * drains stop before such a wait; either way the ring is
+			 * not read meanwhile, and a client that sees it unread
+			 * for its stall bound stops profiling.) */
 			waited = hp_proc_take_room_wait_ms(s->proc);
 			if (waited >= 1000)
 				hpd_log(HPD_DEBUG, "pid %d: the pipeline took %llu ms to take a record (its queue for the process was full)",
@@ -770,7 +784,7 @@ static void gone_step(struct hpd_session *s)
 	 * ticks wait instead, until that is done, a millisecond apart (the
 	 * user of heapprofctl record waits for the dump). */
 	if (!hp_proc_caught_up(s->proc)) {
-		hpd_gone_wait = 1;
+		hpd_pipe_wait = 1;
 		return;
 	}
 	hpd_session_end(s, NULL);
@@ -1175,12 +1189,12 @@ void hpd_sessions_finish(void)
 			break;
 		/* A drain that stopped with records left comes back at once;
 		 * an exited program's rest in the pipeline, within 1 ms. */
-		if (hpd_gone_wait)
+		if (hpd_pipe_wait)
 			ts.tv_nsec = 1000000L;
 		if (!hpd_backlog)
 			nanosleep(&ts, NULL);
 		hpd_backlog = 0;
-		hpd_gone_wait = 0;
+		hpd_pipe_wait = 0;
 		hpd_session_tick(hpd_now_ms());
 	}
 }
@@ -1230,7 +1244,7 @@ static void code_set_tick(struct hpd_session *s, uint64_t now)
 /* Continuous dumps, stalled records, rings without a wake channel. */
 /* A drain stopped with records left: the event loop must not sleep. */
 int hpd_backlog;
-int hpd_gone_wait;
+int hpd_pipe_wait;
 
 /*
  * A tick serves every live session once (a round), but holds the event loop

@@ -363,7 +363,7 @@ int main(int argc, char **argv)
 		timeout = -1;
 		if (live && hpd_backlog) {
 			timeout = 0;
-		} else if (live && hpd_gone_wait) {
+		} else if (live && hpd_pipe_wait) {
 			timeout = 1;
 		} else if (live) {
 			now = hpd_now_ms();
@@ -379,9 +379,9 @@ int main(int argc, char **argv)
 		}
 		now = hpd_now_ms();
 		hpd_cpu_tick(now);
-		if (hpd_backlog || hpd_gone_wait || now - last_tick >= HPD_TICK_MS) {
+		if (hpd_backlog || hpd_pipe_wait || now - last_tick >= HPD_TICK_MS) {
 			hpd_backlog = 0;
-			hpd_gone_wait = 0;
+			hpd_pipe_wait = 0;
 			hpd_mem_check(now);
 			hpd_session_tick(now);
 			last_tick = now;

@@ -449,7 +449,7 @@ void hpd_session_tick(uint64_t now_ms);
 uint64_t hpd_now_ms(void);
 void hpd_sessions_reap(void);
 extern int hpd_backlog;		/* a drain left records behind: tick again now */
-extern int hpd_gone_wait;	/* an exited program's rest is in the pipeline: tick in 1 ms */
+extern int hpd_pipe_wait;	/* a session waits for the pipeline (an exited program's rest, room): tick in 1 ms */
 
 /* ---- loop.c: the event loop ---- */
 int hpd_loop_init(void);

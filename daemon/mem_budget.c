@@ -55,6 +55,8 @@ static uint64_t anon_read;		/* the last reading of /proc/self/status */
 static uint64_t held_read;		/* the sessions' share then */
 static uint64_t shed_ms, end_ms;	/* when caches were dropped, a session ended */
 static unsigned fed;			/* records since the drain last looked */
+static int look_due;			/* a drain stopped for hpd_mem_check */
+static uint64_t checked_ms;		/* when hpd_mem_check last looked */
 static uint64_t debug_ms;
 static uint64_t trims[4];		/* malloc_trim then (0: not due) */
 static uint64_t hold_until;		/* the drains wait until then */
@@ -412,9 +414,18 @@ void hpd_mem_check(uint64_t now)
 	uint64_t held, reserve;
 	int trimmed = 0;
 
-	fed = 0;
-	if (!stats.budget)
+	if (!stats.budget) {
+		fed = 0;
 		return;
+	}
+	/* The loop ticks every millisecond while a session waits for the
+	 * pipeline (hpd_pipe_wait): /proc is read at the ticks' usual pace,
+	 * or at once when a drain stopped for a look (hpd_mem_fed). */
+	if (!look_due && checked_ms && now >= checked_ms && now - checked_ms < HPD_TICK_MS)
+		return;
+	look_due = 0;
+	checked_ms = now;
+	fed = 0;
 	for (size_t k = 0; k < sizeof(trims) / sizeof(trims[0]); k++)
 		if (trims[k] && now >= trims[k]) {
 			trims[k] = 0;
@@ -502,7 +513,10 @@ int hpd_mem_fed(unsigned n)
 	v.end_ms = end_ms;
 	v.nsessions = nuse;
 	act = hpd_mem_decide(&v);
-	return act != HPD_MEM_OK && act != HPD_MEM_OWN;
+	if (act == HPD_MEM_OK || act == HPD_MEM_OWN)
+		return 0;
+	look_due = 1;
+	return 1;
 }
 
 int hpd_mem_hold(void)

@@ -1166,6 +1166,11 @@ uint64_t hp_proc_take_room_wait_ms(struct hp_proc *pr)
 	return ms;
 }
 
+int hp_proc_has_room(struct hp_proc *pr)
+{
+	return !pr || queued_bytes(pr) <= pr->p->max_queued;
+}
+
 int hp_proc_caught_up(struct hp_proc *pr)
 {
 	return !pr || __atomic_load_n(&pr->b.applied, __ATOMIC_ACQUIRE) >= pr->f.feed_no;

@@ -90,6 +90,8 @@ uint64_t hp_proc_take_room_wait_ms(struct hp_proc *pr);
 /* Every record fed so far is in the books (the feeding thread, after
  * hp_proc_flush): a dump now waits for nothing but names. */
 int hp_proc_caught_up(struct hp_proc *pr);
+/* 1 if a record fed now would not wait for room (hp_proc_feed's backpressure). */
+int hp_proc_has_room(struct hp_proc *pr);
 /*
  * One record the kernel queued for the session (uapi "Kernel records":
  * read(2) on the consumer fd), checked as hostile as any other: stamp 0,
