@@ -420,8 +420,10 @@ void hpd_mem_check(uint64_t now)
 	}
 	/* The loop ticks every millisecond while a session waits for the
 	 * pipeline (hpd_pipe_wait): /proc is read at the ticks' usual pace,
-	 * or at once when a drain stopped for a look (hpd_mem_fed). */
-	if (!look_due && checked_ms && now >= checked_ms && now - checked_ms < HPD_TICK_MS)
+	 * or at once when a drain stopped for a look (hpd_mem_fed) or a
+	 * wake-up asked for is due (hpd_mem_wake_ms says 0 until it ran). */
+	if (!look_due && hpd_mem_wake_ms(now) != 0 && checked_ms && now >= checked_ms &&
+	    now - checked_ms < HPD_TICK_MS)
 		return;
 	look_due = 0;
 	checked_ms = now;
