@@ -120,6 +120,17 @@ static int gate_is(struct hp_ring *r, int want, int secs)
 	return 0;
 }
 
+/* Wait (1 ms steps, bounded) until the module says a consumer attached. */
+static int attached(struct hp_ring *r, int secs)
+{
+	for (int i = 0; i < secs * 1000; i++) {
+		if (__atomic_load_n(&r->kstate->state, __ATOMIC_ACQUIRE) == HEAPPROFD_STATE_ATTACHED)
+			return 1;
+		usleep(1000);
+	}
+	return 0;
+}
+
 /*
  * Once the daemon profiles us: a record reserved (tail moved) whose commit
  * word is not written yet, records committed behind it, and at once a
@@ -149,6 +160,18 @@ static int inflight(struct hp_ring *r, int sock, int efd)
 		return 2;
 	if (!gate_is(r, 1, 60)) {
 		fprintf(stderr, "the daemon never enabled the session\n");
+		return 3;
+	}
+	/*
+	 * The module opens a session's gate at registration, before any
+	 * daemon attached (the first allocations are kept for it), so an open
+	 * gate does not say the daemon profiles us yet: a detach sent before
+	 * its attach is answered "no profiled process". The module marks the
+	 * attach in kstate; the daemon enables the session in the same turn
+	 * of its loop, before it reads our request.
+	 */
+	if (kernel_fd >= 0 && !attached(r, 60)) {
+		fprintf(stderr, "no daemon attached to the session\n");
 		return 3;
 	}
 	t = __atomic_fetch_add(&r->prod->tail, sizeof(*f), __ATOMIC_ACQ_REL);
