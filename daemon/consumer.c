@@ -55,6 +55,15 @@ static uint64_t next_id = 1;
  */
 #define DRAIN_HOLD_MS		20
 #define DRAIN_CLOCK_EVERY	16
+/*
+ * While the pipeline holds all it may of a process's records, the drain
+ * tells the client it is behind, not stopped (uapi: consumer.behind), and
+ * the client waits on past its stall bound (10 s): on a loaded machine the
+ * pipeline may take that long to make room. Not for ever: a pipeline that
+ * took none of a process's records for this long (watched as the stall
+ * above is) is stuck, and the session ends, which lets the program go.
+ */
+#define PIPE_STUCK_MS		60000
 
 /* ---- SIGBUS guard around shared memory ---- */
 static sigjmp_buf guard_env;
@@ -580,6 +589,20 @@ static void shrink_buf(struct hpd_session *s, uint32_t len)
 	s->buflen = REC_BUF_KEEP;
 }
 
+/* The pipeline holds all it may of s's records, again: stuck by now? */
+static int pipe_stuck(struct hpd_session *s)
+{
+	uint64_t now = hpd_now_ms();
+
+	if (s->full_looked_ms)
+		s->full_watched_ms += now - s->full_looked_ms < STALL_STEP_MAX_MS ?
+				      now - s->full_looked_ms : STALL_STEP_MAX_MS;
+	else
+		s->full_watched_ms = 0;
+	s->full_looked_ms = now;
+	return s->full_watched_ms >= PIPE_STUCK_MS;
+}
+
 /* 1: stopped with records left (the loop comes back), else 0. */
 static int drain_ring(struct hpd_session *s, enum drain_mode mode)
 {
@@ -612,6 +635,12 @@ static int drain_ring(struct hpd_session *s, enum drain_mode mode)
 		 * producer's ring read to its end now waits in the feed.) */
 		if (mode != DRAIN_GONE_ALL && !hp_proc_has_room(s->proc)) {
 			hp_proc_flush(s->proc);	/* the books may wait for our batch */
+			if (pipe_stuck(s)) {
+				guard_on = 0;
+				hpd_session_end(s, "the daemon's pipeline took none of its records for 60 s");
+				return 0;
+			}
+			hp_ring_behind(&s->ring);
 			hpd_pipe_wait = 1;
 			more = 1;
 			break;
@@ -635,6 +664,7 @@ static int drain_ring(struct hpd_session *s, enum drain_mode mode)
 			hp_ring_advance(&s->ring, len);
 			shrink_buf(s, len);
 			s->stall_since_ms = 0;
+			s->full_looked_ms = 0;
 			s->records++;
 			s->bytes += len;
 			guard_on = 0;

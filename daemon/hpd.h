@@ -354,6 +354,9 @@ struct hpd_session {
 	uint64_t stall_since_ms;
 	uint64_t stall_looked_ms;	/* the drain's last look at it */
 	uint64_t stall_watched_ms;	/* seen stalled this long (consumer.c) */
+	/* the pipeline held all it may of its records: since the drain's
+	 * look at (0: it took one since), and for this long (consumer.c) */
+	uint64_t full_looked_ms, full_watched_ms;
 	uint64_t detach_since_ms;	/* a detach is under way (the gate closed) */
 	int detach_empty;		/* the last drain found the ring empty */
 	/* same-path claims the client's code set did not cover: seen so far,

@@ -113,8 +113,9 @@ static void stall_stop(uint32_t bound_us)
  * Reserve a record. A full ring, with HEAPPROFD_CFG_BLOCK (the default):
  * wait for room for as long as the consumer keeps reading, however slowly
  * (the adaptive interval makes that rare: the ring fills only once the
- * interval is at its top); only a consumer that read nothing for
- * block_timeout_us ends the wait, and profiling with it (stall_stop).
+ * interval is at its top); only a consumer that read nothing and did not
+ * say it is behind (uapi: consumer.behind) for block_timeout_us ends the
+ * wait, and profiling with it (stall_stop).
  * Without the flag a record that does not fit is dropped and counted (a
  * free after a short wait). Returns NULL when nothing is to be written.
  */
@@ -126,7 +127,7 @@ static struct heapprofd_rec_hdr *reserve(uint32_t len, uint16_t type)
 	uint32_t bound_us = block ? hp_cfg.block_timeout_us :
 			    type != HEAPPROFD_REC_ALLOC ? HP_FREE_WAIT_US : 0;
 	struct heapprofd_rec_hdr *h;
-	uint64_t looked_ns = 0, watched_ns = 0, head, last_head = 0, t;
+	uint64_t looked_ns = 0, watched_ns = 0, head, last_head = 0, behind, last_behind = 0, t;
 	unsigned spins = 0;
 
 	for (;;) {
@@ -145,9 +146,14 @@ static struct heapprofd_rec_hdr *reserve(uint32_t len, uint16_t type)
 		head = __atomic_load_n(&r->cons->head, __ATOMIC_RELAXED);
 		if (!block && head == __atomic_load_n(&hp_wait_failed_head, __ATOMIC_RELAXED))
 			break;
+		/* A consumer that says it is behind (it holds all it may of
+		 * ours and works through them) is not stalled either; a wait
+		 * that must stay short (without the flag) heeds only head. */
+		behind = block ? __atomic_load_n(&r->cons->behind, __ATOMIC_RELAXED) : 0;
 		t = now_ns();
-		if (!looked_ns || head != last_head) {
+		if (!looked_ns || head != last_head || behind != last_behind) {
 			last_head = head;
+			last_behind = behind;
 			watched_ns = 0;
 		} else {
 			watched_ns += t - looked_ns < HP_WAIT_STEP_MAX_NS ? t - looked_ns :

@@ -36,6 +36,7 @@ struct hp_ring {
 	uint64_t chead;		/* consumer: its own head */
 	uint64_t ctail;		/* consumer: tail as last read (a lower bound) */
 	uint64_t head_hint;	/* producers: head as last read (a lower bound) */
+	uint64_t cbehind;	/* consumer: what it last stored in cons->behind */
 	void *map;		/* whole mapping */
 	size_t map_len;
 };
@@ -360,6 +361,16 @@ static inline void hp_ring_advance(struct hp_ring *r, uint32_t len)
 	memset(r->data + (r->chead & r->mask), 0, len);
 	r->chead += len;
 	__atomic_store_n(&r->cons->head, r->chead, __ATOMIC_RELEASE);
+}
+
+/*
+ * The consumer looked and left the records where they are: it is behind,
+ * not stopped (uapi: heapprofd_consumer.behind), so that a producer
+ * waiting for room waits on. Its own count, never read back.
+ */
+static inline void hp_ring_behind(struct hp_ring *r)
+{
+	__atomic_store_n(&r->cons->behind, ++r->cbehind, __ATOMIC_RELEASE);
 }
 
 enum hp_ring_status {

@@ -166,12 +166,22 @@ void md_drain_session(struct md_session *s)
 				add_rec(s, h, len);
 			hp_ring_advance(&s->ring, len);
 			stalls = 0;
-			if (s->nap_every && ++s->since_nap >= s->nap_every) {
+			if (s->nap_every && ++s->since_nap >= s->nap_every &&
+			    (!s->naps_max || s->naps < s->naps_max)) {
 				struct timespec nap = { s->nap_us / 1000000,
 							(long)(s->nap_us % 1000000) * 1000 };
+				struct timespec ms = { 0, 1000000 };
 
 				s->since_nap = 0;
-				nanosleep(&nap, NULL);
+				s->naps++;
+				if (!s->nap_behind) {
+					nanosleep(&nap, NULL);
+					continue;
+				}
+				for (unsigned t = 0; t < s->nap_us / 1000; t++) {
+					hp_ring_behind(&s->ring);
+					nanosleep(&ms, NULL);
+				}
 			}
 			continue;
 		}
@@ -276,6 +286,8 @@ static void accept_one(struct md *d)
 	s->no_store = d->no_store;
 	s->nap_every = d->nap_every;
 	s->nap_us = d->nap_us;
+	s->naps_max = d->naps_max;
+	s->nap_behind = d->nap_behind;
 	pthread_mutex_lock(&d->lock);
 	d->nsess++;
 	pthread_mutex_unlock(&d->lock);

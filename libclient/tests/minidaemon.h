@@ -58,8 +58,10 @@ struct md_session {
 	int paused;		/* do not drain (ring-full tests) */
 	int no_store;
 	/* A slow daemon: nap_us without reading after every nap_every
-	 * records. */
-	unsigned nap_every, nap_us, since_nap;
+	 * records (naps_max of them at most, if not 0); with nap_behind it
+	 * says it is behind (uapi consumer.behind) every ms of a nap. */
+	unsigned nap_every, nap_us, since_nap, naps_max, naps;
+	int nap_behind;
 };
 
 #define MD_MAX_SESSIONS 16
@@ -75,6 +77,8 @@ struct md {
 	int no_store;		/* count records, keep none (benchmarks) */
 	int spin;		/* never sleep: producers never need to wake us */
 	unsigned nap_every, nap_us;	/* a slow daemon (md_session) */
+	unsigned naps_max;
+	int nap_behind;
 	int no_caps;		/* an older daemon: no consumer_caps, no config */
 	pthread_mutex_t lock;
 	struct md_session s[MD_MAX_SESSIONS];

@@ -1360,6 +1360,56 @@ static void t_slow_daemon(void)
 	slow_daemon("a daemon taking 20 us per record", 1, 20);
 }
 
+/*
+ * A daemon that reads nothing for longer than the stall bound (here 300
+ * ms, HEAPPROFD_BLOCK) while its ring is full, once: stopped, the client
+ * stops profiling (counters.stall_stop_ns); saying all along that it is
+ * behind (uapi consumer.behind: its pipeline holds all it may of our
+ * records and works through them), the client waits on, drops nothing and
+ * profiles to the end. The interval is fixed so that the ring does fill.
+ */
+static void behind_daemon(int behind)
+{
+	char *argv[] = { target, "threads", "20000", NULL };
+	const char *what = behind ? "a daemon behind (not reading, saying so) for 1.2 s" :
+				    "a daemon stopped for 1.2 s";
+	uint64_t stopped = 0, dropped = ~0ULL;
+	size_t nrec = 0;
+	unsigned naps = 0;
+	struct run r;
+	int rc;
+
+	daemon_up();
+	D.nap_every = 2000;
+	D.nap_us = 1200000;
+	D.naps_max = 1;
+	D.nap_behind = behind;
+	rc = run_prog(argv, ENV("HEAPPROFD_RING_SIZE=256K", "HEAPPROFD_ADAPTIVE=0",
+				"HEAPPROFD_BLOCK=300000", "HEAPPROFD_SEED=5"), 1, &r, NULL, NULL);
+	daemon_down();
+	if (D.nsess == 1) {
+		stopped = D.s[0].ring.cnt->stall_stop_ns;
+		dropped = D.s[0].ring.cnt->records_dropped;
+		nrec = D.s[0].nrec;
+		naps = D.s[0].naps;
+	}
+	if (behind)
+		tap_ok(rc == 0 && naps == 1 && !stopped && dropped == 0 && nrec > 2000,
+		       "client: %s past the 300 ms stall bound: profiled on (stall stop %s), nothing dropped (%llu), %zu records",
+		       what, stopped ? "yes" : "no", (unsigned long long)dropped, nrec);
+	else
+		tap_ok(rc == 0 && naps == 1 && stopped && dropped == 0,
+		       "client: %s past the 300 ms stall bound: it stopped profiling (stall stop %s), nothing dropped (%llu), %zu records",
+		       what, stopped ? "yes" : "no", (unsigned long long)dropped, nrec);
+	md_free(&D);
+}
+
+static void t_behind(void)
+{
+	behind_daemon(0);
+	behind_daemon(1);
+}
+
 static void t_real(const char *name, char *const argv[])
 {
 	struct run r0, r1;
@@ -1436,6 +1486,7 @@ int main(int argc, char **argv)
 			{ "bootstrap", t_bootstrap },
 			{ "daemon_gone", t_daemon_gone }, { "adaptive", t_adaptive },
 			{ "slow_daemon", t_slow_daemon },
+			{ "behind", t_behind },
 		};
 		unsigned k;
 

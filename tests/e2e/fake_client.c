@@ -86,13 +86,13 @@ static int kernel_open(struct hp_ring *r)
 #define INFLIGHT_RECORDS	8
 
 /* One exact allocation record of 1 MiB whose stack is this function. */
-static __attribute__((noinline)) void inflight_site(struct hp_ring *r, uint64_t seq)
+static __attribute__((noinline)) int inflight_site(struct hp_ring *r, uint64_t seq)
 {
 	struct heapprofd_rec_alloc *a;
 
 	a = (void *)hp_ring_reserve(r, sizeof(*a), HEAPPROFD_REC_ALLOC);
 	if (!a)
-		return;
+		return 0;
 	a->hdr.flags = HEAPPROFD_ALLOC_EXACT;
 	a->seq = seq;
 	a->addr = 0x100000 * seq;
@@ -107,6 +107,7 @@ static __attribute__((noinline)) void inflight_site(struct hp_ring *r, uint64_t 
 	a->regs[HEAPPROFD_REG_PC] = (uintptr_t)inflight_site + 1;
 	a->regs[HEAPPROFD_REG_SP] = (uintptr_t)__builtin_frame_address(0);
 	hp_ring_commit(r, &a->hdr);
+	return 1;
 }
 
 /* Wait (1 ms steps, bounded) until the gate is open (want 1) or closed. */
@@ -129,6 +130,42 @@ static int attached(struct hp_ring *r, int secs)
 		usleep(1000);
 	}
 	return 0;
+}
+
+/*
+ * Allocation records as fast as the ring takes them, while a daemon slowed
+ * down by the test (HEAPPROFD_TEST_UNWIND_DELAY_US) unwinds them: once its
+ * pipeline holds all it may of ours it leaves the rest in the ring, and
+ * must say that it is behind, not stopped (uapi consumer.behind), or a
+ * client waiting for room would take it for stuck. Prints what it saw.
+ */
+#define BEHIND_MAX_RECORDS	200000
+
+static int behind(struct hp_ring *r, int efd)
+{
+	uint64_t seen = 0;
+	unsigned full = 0;
+	int i = 0;
+
+	if (!gate_is(r, 1, 60) || (kernel_fd >= 0 && !attached(r, 60))) {
+		fprintf(stderr, "the daemon never profiled us\n");
+		return 3;
+	}
+	while (i < BEHIND_MAX_RECORDS && full < 60000 && !seen) {
+		if (inflight_site(r, (uint64_t)i + 1)) {
+			if (!(++i & 63))
+				wake(efd);
+			continue;
+		}
+		full++;
+		wake(efd);
+		seen = __atomic_load_n(&r->cons->behind, __ATOMIC_ACQUIRE);
+		usleep(1000);
+	}
+	printf("behind: %llu after %d records, the ring found full %u times\n",
+	       (unsigned long long)seen, i, full);
+	fflush(stdout);
+	return seen ? 0 : 7;
 }
 
 /*
@@ -245,6 +282,8 @@ int main(int argc, char **argv)
 		efd = -1;
 		if (!strcmp(mode, "inflight"))
 			return inflight(&r, -1, -1);
+		if (!strcmp(mode, "behind"))
+			return behind(&r, -1);
 		usleep(500000);	/* let the daemon attach */
 		goto abuse;
 	}
@@ -318,6 +357,8 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(mode, "inflight"))
 		return inflight(&r, sock, efd);
+	if (!strcmp(mode, "behind"))
+		return behind(&r, efd);
 	usleep(100000);
 abuse:
 	if (!strcmp(mode, "garbage")) {

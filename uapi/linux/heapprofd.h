@@ -137,10 +137,20 @@ struct heapprofd_producer {
  * without a full barrier after its commit: a wake-up it misses because the
  * two crossed costs at most timer_us of latency, never a record. With 0
  * (a consumer that sleeps until woken) the barrier is required.
+ *
+ * behind is a count the consumer bumps each time it looks at the ring and
+ * leaves the records in it on purpose: it holds as many of this producer's
+ * records as it may and is still working through them (behind, not
+ * stopped). A producer waiting for room (HEAPPROFD_CFG_BLOCK) counts
+ * towards block_timeout_us only the time in which neither head nor behind
+ * moved. A consumer that bumps behind bounds for itself how long it may
+ * go on doing so without reading (heapprofd: a minute, then it ends the
+ * session). 0 from a consumer that never sets it.
  */
 struct heapprofd_consumer {
 	__u64 head;
-	__u64 resv0[7];
+	__u64 behind;		/* see below */
+	__u64 resv0[6];
 	__u32 sleeping;
 	__u32 timer_us;
 	__u64 resv[7];
