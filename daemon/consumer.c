@@ -630,9 +630,12 @@ static int drain_ring(struct hpd_session *s, enum drain_mode mode)
 		enum hp_ring_status st;
 
 		/* The pipeline holds all it may of this process's records:
-		 * the rest stays in the ring, and the loop looks again in a
-		 * millisecond, serving everything else meanwhile. (A gone
-		 * producer's ring read to its end now waits in the feed.) */
+		 * the rest stays in the ring, serving everything else
+		 * meanwhile; the loop drains again once the pipeline has
+		 * taken its queue down to half (hp_pipeline_room_fd), or in
+		 * a millisecond at the latest. The client is told that we are
+		 * behind, not stopped. (A gone producer's ring read to its
+		 * end now waits in the feed.) */
 		if (mode != DRAIN_GONE_ALL && !hp_proc_has_room(s->proc)) {
 			hp_proc_flush(s->proc);	/* the books may wait for our batch */
 			if (pipe_stuck(s)) {

@@ -27,7 +27,7 @@
 #include "../proto/ctlproto.h"
 #include "../proto/socket_proto.h"
 
-static struct hpd_watch sig_w;
+static struct hpd_watch sig_w, room_w;
 static const char *transport_name = "socket";
 
 static int mkparent(const char *path, mode_t mode)
@@ -47,6 +47,17 @@ static void sig_event(struct hpd_watch *w, uint32_t ev)
 	(void)ev;
 	if (read(w->fd, &si, sizeof(si)) == sizeof(si))
 		hpd_ctl_ask_quit();
+}
+
+/* The pipeline made room for a process whose drain stopped for it: drain
+ * again now (hpd_backlog), not on the next look. */
+static void room_event(struct hpd_watch *w, uint32_t ev)
+{
+	uint64_t n;
+
+	(void)ev;
+	if (read(w->fd, &n, sizeof(n)) == sizeof(n))
+		hpd_backlog = 1;
 }
 
 /*
@@ -288,6 +299,9 @@ int main(int argc, char **argv)
 		hpd_log(HPD_ERR, "cannot start the profile pipeline");
 		return 1;
 	}
+	room_w.fn = room_event;
+	if (hp_pipeline_room_fd(hpd_pipe) >= 0)
+		hpd_loop_add(hp_pipeline_room_fd(hpd_pipe), EPOLLIN, &room_w);
 	if (!hpd_opts.private_mode) {
 		/* The system policy: attach every session not registered dormant. */
 		dflt = calloc(1, sizeof(*dflt));

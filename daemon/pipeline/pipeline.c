@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -132,6 +133,7 @@ struct hp_pipeline {
 	unsigned test_unwind_delay_us;
 	struct queue *workers;
 	struct queue books;
+	int room_fd;			/* eventfd: room made (hp_proc_has_room) */
 	struct hp_elfcache elfs;
 	pthread_mutex_t lock;	/* procs list */
 	struct hp_proc *procs;
@@ -172,6 +174,9 @@ struct hp_proc {
 	int have_totals;
 	char note[256];			/* a line for the header of every dump */
 	int refs;			/* atomic: books + one per worker */
+	/* atomic: the feeding thread stopped for room (set by it, cleared by
+	 * the books once they took the queue down to half: room_freed) */
+	int want_room;
 	int ended;
 	struct timespec start;
 	/*
@@ -693,6 +698,25 @@ static int books_apply(struct job *j)
 	return 0;
 }
 
+/*
+ * The feeding thread stopped for room (hp_proc_has_room): once the queue is
+ * down to half, wake its loop (room_fd), so that it feeds again at once
+ * rather than on its next look, and then a good many records in one go.
+ * (A wake-up lost to the two threads' crossing costs the loop's next look,
+ * which comes anyway.)
+ */
+static void room_freed(struct hp_proc *pr)
+{
+	uint64_t one = 1;
+
+	if (__atomic_load_n(&pr->want_room, __ATOMIC_RELAXED) &&
+	    queued_bytes(pr) <= pr->p->max_queued / 2 &&
+	    __atomic_exchange_n(&pr->want_room, 0, __ATOMIC_ACQ_REL) && pr->p->room_fd >= 0 &&
+	    write(pr->p->room_fd, &one, sizeof(one)) < 0) {
+		/* full (never, for a counter read at every wake-up) */
+	}
+}
+
 static void *books_main(void *arg)
 {
 	struct queue *q = arg;
@@ -721,6 +745,7 @@ static void *books_main(void *arg)
 			/* Every job fed before next is applied (memo.c frees
 			 * the frames they borrowed after this). */
 			__atomic_store_n(&pr->b.applied, next, __ATOMIC_RELEASE);
+			room_freed(pr);
 			j = hp_hmap_del(&pr->reorder, pr->books_next, 0);
 			if (!j)
 				break;
@@ -762,6 +787,7 @@ struct hp_pipeline *hp_pipeline_new(const struct hp_pipeline_opts *o)
 
 	if (!p)
 		return NULL;
+	p->room_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	p->nworkers = o && o->unwind_workers > 0 ? o->unwind_workers : 2;
 	if (p->nworkers > 64)
 		p->nworkers = 64;
@@ -824,6 +850,8 @@ void hp_pipeline_free(struct hp_pipeline *p)
 	free(p->workers);
 	pthread_mutex_destroy(&p->lock);
 	hp_elfcache_fini(&p->elfs);
+	if (p->room_fd >= 0)
+		close(p->room_fd);
 	free(p);
 }
 
@@ -1168,7 +1196,16 @@ uint64_t hp_proc_take_room_wait_ms(struct hp_proc *pr)
 
 int hp_proc_has_room(struct hp_proc *pr)
 {
-	return !pr || queued_bytes(pr) <= pr->p->max_queued;
+	if (!pr || queued_bytes(pr) <= pr->p->max_queued)
+		return 1;
+	/* Asked, then looked again: room made in between is not missed. */
+	__atomic_store_n(&pr->want_room, 1, __ATOMIC_SEQ_CST);
+	return queued_bytes(pr) <= pr->p->max_queued;
+}
+
+int hp_pipeline_room_fd(struct hp_pipeline *p)
+{
+	return p ? p->room_fd : -1;
 }
 
 int hp_proc_caught_up(struct hp_proc *pr)

@@ -90,8 +90,15 @@ uint64_t hp_proc_take_room_wait_ms(struct hp_proc *pr);
 /* Every record fed so far is in the books (the feeding thread, after
  * hp_proc_flush): a dump now waits for nothing but names. */
 int hp_proc_caught_up(struct hp_proc *pr);
-/* 1 if a record fed now would not wait for room (hp_proc_feed's backpressure). */
+/*
+ * 1 if a record fed now would not wait for room (hp_proc_feed's
+ * backpressure). 0: the caller stops feeding pr, and once the books have
+ * taken its queue down to half, hp_pipeline_room_fd becomes readable.
+ */
 int hp_proc_has_room(struct hp_proc *pr);
+/* An eventfd, readable once room was made for a process whose feeding
+ * stopped on hp_proc_has_room; the reader reads it to clear it. -1 if none. */
+int hp_pipeline_room_fd(struct hp_pipeline *p);
 /*
  * One record the kernel queued for the session (uapi "Kernel records":
  * read(2) on the consumer fd), checked as hostile as any other: stamp 0,
