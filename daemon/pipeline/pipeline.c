@@ -1198,8 +1198,10 @@ int hp_proc_has_room(struct hp_proc *pr)
 {
 	if (!pr || queued_bytes(pr) <= pr->p->max_queued)
 		return 1;
-	/* Asked, then looked again: room made in between is not missed. */
-	__atomic_store_n(&pr->want_room, 1, __ATOMIC_SEQ_CST);
+	/* Asked, then looked again (the fence: not before the ask is
+	 * seen), so that room made in between is not missed. */
+	__atomic_store_n(&pr->want_room, 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	return queued_bytes(pr) <= pr->p->max_queued;
 }
 

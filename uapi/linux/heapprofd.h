@@ -149,7 +149,7 @@ struct heapprofd_producer {
  */
 struct heapprofd_consumer {
 	__u64 head;
-	__u64 behind;		/* see below */
+	__u64 behind;		/* see above */
 	__u64 resv0[6];
 	__u32 sleeping;
 	__u32 timer_us;
