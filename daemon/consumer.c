@@ -886,7 +886,14 @@ void hpd_session_read_kernel(struct hpd_session *s, int producer_gone)
 	if (!s->kbuf && !(s->kbuf = malloc(KREC_BUF)))
 		return;
 	while (reads-- > 0) {
-		ssize_t n = read(s->conn_fd, s->kbuf, KREC_BUF);
+		ssize_t n;
+
+		/* As the ring's drain: the kernel keeps them meanwhile. */
+		if (!producer_gone && !hp_proc_has_room(s->proc)) {
+			hpd_pipe_wait = 1;
+			return;
+		}
+		n = read(s->conn_fd, s->kbuf, KREC_BUF);
 
 		if (n < 0 && errno == EINVAL) {
 			uint8_t *big = malloc(HP_REC_LEN_MAX);

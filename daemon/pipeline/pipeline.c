@@ -1198,11 +1198,12 @@ int hp_proc_has_room(struct hp_proc *pr)
 {
 	if (!pr || queued_bytes(pr) <= pr->p->max_queued)
 		return 1;
-	/* Asked, then looked again (the fence: not before the ask is
-	 * seen), so that room made in between is not missed. */
-	__atomic_store_n(&pr->want_room, 1, __ATOMIC_RELAXED);
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	return queued_bytes(pr) <= pr->p->max_queued;
+	/* Asked, then looked again (both in the one total order, so that
+	 * the look does not pass the ask), and room made in between is not
+	 * missed. */
+	__atomic_store_n(&pr->want_room, 1, __ATOMIC_SEQ_CST);
+	return __atomic_load_n(&pr->f.queued_in, __ATOMIC_RELAXED) -
+	       __atomic_load_n(&pr->b.queued_out, __ATOMIC_SEQ_CST) <= pr->p->max_queued;
 }
 
 int hp_pipeline_room_fd(struct hp_pipeline *p)
@@ -1260,6 +1261,9 @@ int hp_proc_feed(struct hp_proc *pr, const void *rec, size_t len, char *why,
 		}
 		return 0;
 	}
+	/* Before the record's bytes count as queued, whichever way it goes
+	 * on: a caller that saw room (hp_proc_has_room) never waits here. */
+	wait_for_room(pr);
 	r = 0;
 	if (ps.type == HEAPPROFD_REC_ALLOC && pr->memo)
 		r = memo_event(pr, &ps, &view, reused == 2, npy);
@@ -1270,7 +1274,6 @@ int hp_proc_feed(struct hp_proc *pr, const void *rec, size_t len, char *why,
 			snprintf(why, whylen, "out of memory");
 			return -1;
 		}
-		wait_for_room(pr);
 		return 0;
 	}
 	if (ps.type == HEAPPROFD_REC_ALLOC && (ps.alloc->hdr.flags & HEAPPROFD_ALLOC_STACK_SAME) &&
@@ -1307,7 +1310,6 @@ int hp_proc_feed(struct hp_proc *pr, const void *rec, size_t len, char *why,
 	j->memo_gen = pr->memo ? hp_memo_gen(pr->memo) : 0;
 	j->kind = J_REC;
 	j->pr = pr;
-	wait_for_room(pr);
 	hp_bump(&pr->f.queued_in, j->len);
 	hp_bump(&pr->f.fed, 1);
 	if (ps.type == HEAPPROFD_REC_MAPS) {
@@ -1360,7 +1362,6 @@ int hp_proc_feed_kernel(struct hp_proc *pr, const void *rec, size_t len, char *w
 			snprintf(why, whylen, "out of memory");
 			return -1;
 		}
-		wait_for_room(pr);
 		return 0;
 	}
 	j = rec_job(len);
@@ -1373,7 +1374,6 @@ int hp_proc_feed_kernel(struct hp_proc *pr, const void *rec, size_t len, char *w
 	j->kind = J_REC;
 	j->kernel = 1;
 	j->pr = pr;
-	wait_for_room(pr);
 	hp_bump(&pr->f.queued_in, j->len);
 	hp_bump(&pr->f.fed, 1);
 	j->feed = next_feed(pr);

@@ -77,7 +77,8 @@ struct hp_proc *hp_proc_new(struct hp_pipeline *p, const struct hp_proc_info *in
  * session. Backpressure: while more than 8 MiB of this process's records
  * (hp_pipeline_opts.max_queued_bytes) wait to be unwound, the call sleeps
  * (so the ring fills and the client samples less, then waits, instead of
- * the daemon's memory growing). Kernel record
+ * the daemon's memory growing); a caller that must not sleep asks
+ * hp_proc_has_room first, and then never does. Kernel record
  * types (>= HEAPPROFD_REC_KERNEL_FIRST) are accepted and ignored: in the
  * ring the producer wrote them, and only the kernel's count. The dmabuf
  * heap is the kernel's too: a ring record there is malformed.
@@ -104,8 +105,10 @@ int hp_pipeline_room_fd(struct hp_pipeline *p);
  * read(2) on the consumer fd), checked as hostile as any other: stamp 0,
  * ALLOC and FREE of the dmabuf heap, DMABUF, KLOST. Returns 0, or -1 with
  * the reason in why: that record is left out (and counted; the dumps say
- * so), the session goes on. Same threading and backpressure as
- * hp_proc_feed, and the same feed order: a dump sees both.
+ * so), the session goes on. Same threading as hp_proc_feed, and the same
+ * feed order: a dump sees both. It never sleeps: the caller reads the
+ * kernel's queue only while hp_proc_has_room (what one read(2) returned
+ * is fed whole), or once the process is gone (the queue is bounded).
  */
 int hp_proc_feed_kernel(struct hp_proc *pr, const void *rec, size_t len, char *why,
 			size_t whylen);
