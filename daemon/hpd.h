@@ -521,6 +521,8 @@ int hpd_fd_admit(uid_t uid, pid_t pid);
 int hpd_kernel_init(void);	/* 0: module in use; -errno: not available */
 int hpd_kernel_attach(uint64_t session_id, pid_t pid, struct hpd_rule *r);
 int hpd_kernel_available(void);
+/* Sessions waiting for their process's fds looked at; ms until the next look, or -1. */
+int hpd_kernel_expire(uint64_t now_ms);
 typedef void (*hpd_kernel_list_fn)(void *arg, uint64_t id, pid_t pid, const char *comm,
 				 uint32_t flags, uint32_t state);
 void hpd_kernel_list(hpd_kernel_list_fn fn, void *arg);

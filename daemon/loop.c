@@ -172,6 +172,7 @@ int hpd_loop_run(int timeout)
 	int n, i;
 
 	timeout = hpd_sooner(timeout, hpd_socket_expire(now));
+	timeout = hpd_sooner(timeout, hpd_kernel_expire(now));
 	timeout = hpd_sooner(timeout, loop_resume(now));
 	n = epoll_wait(epfd, evs, 64, timeout);
 	if (n < 0)

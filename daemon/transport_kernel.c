@@ -32,7 +32,29 @@ static struct hpd_watch nl_w;
 struct kconn {
 	struct hpd_watch w;
 	struct hpd_session *s;
+	/* Attached, but the process has not deposited its maps and mem fds
+	 * yet (finish_attach): since when, and how long watched. */
+	int fds_wait;
+	int had_rule;		/* attached for a rule (a heapprofctl's) */
+	uint64_t looked_ms, watched_ms;
 };
+
+/*
+ * The client deposits its fds right after registering, and the module's
+ * event can reach us first. Without them its stacks cannot be unwound, so
+ * the session waits for them, up to FDS_WAIT_MS of watched time (each look
+ * adding at most FDS_STEP_MAX_MS: a machine that stood still stopped the
+ * client too), looked at every FDS_LOOK_MS by the loop (hpd_kernel_expire)
+ * rather than slept on: a loaded machine may keep the client from its
+ * deposits for seconds, and the loop serves everyone else meanwhile. Its
+ * records wait in its ring.
+ */
+#define FDS_WAIT_MS		10000
+#define FDS_STEP_MAX_MS		100
+#define FDS_LOOK_MS		10
+static int nfds_wait;	/* sessions waiting so (a hint: recounted by each look) */
+
+static int finish_attach(struct kconn *k);
 
 int hpd_kernel_available(void)
 {
@@ -46,6 +68,13 @@ static void consumer_event(struct hpd_watch *w, uint32_t ev)
 
 	if (s->ending)
 		return;
+	if (k->fds_wait) {
+		if (!(ev & (EPOLLHUP | EPOLLERR)))
+			return;		/* its records wait for the fds */
+		finish_attach(k);	/* closed first: with what it deposited */
+		if (s->ending)
+			return;
+	}
 	hp_ring_awake(&s->ring);
 	if (ev & (EPOLLHUP | EPOLLERR)) {
 		hpd_loop_del(w->fd);
@@ -65,6 +94,20 @@ static int receive_slot(int cfd, unsigned slot)
 	if (ioctl(cfd, HEAPPROFD_IOC_RECEIVE_FD, &a) < 0)
 		return -errno;
 	return a.fd;
+}
+
+enum fds { FDS_MISSING, FDS_READY, FDS_CLOSED };
+
+/* Has the process deposited its maps and mem fds (or closed its session)? */
+static enum fds fds_state(int cfd)
+{
+	struct heapprofd_session_info si;
+
+	memset(&si, 0, sizeof(si));
+	si.size = sizeof(si);
+	if (ioctl(cfd, HEAPPROFD_IOC_INFO, &si) < 0 || si.state == HEAPPROFD_STATE_CLOSED)
+		return FDS_CLOSED;
+	return (si.fd_slots & 3) == 3 ? FDS_READY : FDS_MISSING;
 }
 
 int hpd_kernel_attach(uint64_t session_id, pid_t pid, struct hpd_rule *r)
@@ -119,19 +162,52 @@ int hpd_kernel_attach(uint64_t session_id, pid_t pid, struct hpd_rule *r)
 	s->uid = info.uid;	/* the owner, as the module has it: its profiles' user */
 	s->id = at.session_id;
 	s->conn_fd = cfd;
-	/*
-	 * The client deposits its fds right after registering; the event can
-	 * reach us first. Give it a moment before falling back to /proc.
-	 */
-	for (int tries = 0; tries < 40; tries++) {
-		struct heapprofd_session_info si;
+	rc = hpd_session_map(s, cfd, 0, at.ctl_size, at.data_size);
+	if (rc) {
+		hpd_log(HPD_WARN, "pid %d: cannot map the session ring: %s", (int)s->pid, strerror(-rc));
+		hpd_session_end(s, "ring could not be mapped");
+		return rc;
+	}
+	k = calloc(1, sizeof(*k));
+	if (!k) {
+		hpd_session_end(s, "out of memory");
+		return -ENOMEM;
+	}
+	k->s = s;
+	k->w.fn = consumer_event;
+	s->tpriv = k;
+	/* (kept here while it waits: a rule that goes away is taken from it) */
+	s->rule = r;
+	k->had_rule = r != NULL;
+	hpd_loop_add(cfd, EPOLLIN | EPOLLHUP | EPOLLET, &k->w);
+	if (fds_state(cfd) == FDS_MISSING) {
+		hpd_log(HPD_DEBUG, "pid %d: waiting for its maps and mem fds", (int)s->pid);
+		k->fds_wait = 1;
+		k->looked_ms = hpd_now_ms();
+		nfds_wait++;
+		return 0;
+	}
+	return finish_attach(k);
+}
 
-		memset(&si, 0, sizeof(si));
-		si.size = sizeof(si);
-		if (ioctl(cfd, HEAPPROFD_IOC_INFO, &si) < 0 || si.state == HEAPPROFD_STATE_CLOSED ||
-		    (si.fd_slots & 3) == 3)
-			break;
-		usleep(5000);
+/*
+ * The attach's rest, once the process deposited its fds (or closed its
+ * session, or FDS_WAIT_MS passed): take them, and start profiling.
+ */
+static int finish_attach(struct kconn *k)
+{
+	struct hpd_session *s = k->s;
+	struct hpd_rule *r = s->rule;
+	int cfd = s->conn_fd, rc;
+
+	if (k->fds_wait) {
+		k->fds_wait = 0;
+		nfds_wait--;
+	}
+	if (k->had_rule && !r) {
+		/* Its heapprofctl went away meanwhile: not profiled. */
+		hpd_session_end(s, NULL);
+		return -ESRCH;
 	}
 	s->maps_fd = receive_slot(cfd, HEAPPROFD_FD_MAPS);
 	s->mem_fd = receive_slot(cfd, HEAPPROFD_FD_MEM);
@@ -169,26 +245,53 @@ int hpd_kernel_attach(uint64_t session_id, pid_t pid, struct hpd_rule *r)
 		}
 		s->foreign = s->maps_fd < 0 || fstat(s->maps_fd, &st) || st.st_uid != geteuid();
 	}
-	rc = hpd_session_map(s, cfd, 0, at.ctl_size, at.data_size);
-	if (rc) {
-		hpd_log(HPD_WARN, "pid %d: cannot map the session ring: %s", (int)s->pid, strerror(-rc));
-		hpd_session_end(s, "ring could not be mapped");
-		return rc;
-	}
-	k = calloc(1, sizeof(*k));
-	if (!k) {
-		hpd_session_end(s, "out of memory");
-		return -ENOMEM;
-	}
-	k->s = s;
-	k->w.fn = consumer_event;
-	s->tpriv = k;
-	hpd_loop_add(cfd, EPOLLIN | EPOLLHUP | EPOLLET, &k->w);
 	rc = hpd_session_enable(s, r);
-	if (rc)
+	if (rc) {
+		s->rule = NULL;	/* the caller may free it (ctl.c) */
 		return rc;
+	}
 	hpd_session_drain(s, 0);
 	return 0;
+}
+
+int hpd_kernel_expire(uint64_t now)
+{
+	struct hpd_session *s;
+	int left = 0, started = 0;
+
+	if (nfds_wait <= 0)
+		return -1;
+	for (s = hpd_sessions; s; s = s->next) {
+		struct kconn *k = s->tpriv;
+		enum fds st;
+
+		if (s->transport != HPD_T_KERNEL || s->ending || !k || !k->fds_wait)
+			continue;
+		k->watched_ms += now - k->looked_ms < FDS_STEP_MAX_MS ? now - k->looked_ms :
+									  FDS_STEP_MAX_MS;
+		k->looked_ms = now;
+		st = fds_state(s->conn_fd);
+		if (st == FDS_MISSING && k->watched_ms < FDS_WAIT_MS) {
+			left++;
+			continue;
+		}
+		if (st == FDS_MISSING)
+			hpd_log(HPD_DEBUG, "pid %d: no maps and mem fds after %u ms", (int)s->pid,
+				FDS_WAIT_MS);
+		finish_attach(k);
+		started++;
+	}
+	nfds_wait = left;
+	/*
+	 * A session started here is live from now on, but the loop chose its
+	 * timeout before (none, if nothing was live): look again at once, so
+	 * that the tick drains it and makes its continuous dumps.
+	 */
+	if (started) {
+		hpd_backlog = 1;
+		return 0;
+	}
+	return left ? FDS_LOOK_MS : -1;
 }
 
 /* A session the module told us about: attach it if a rule or the policy wants it. */

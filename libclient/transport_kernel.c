@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -93,6 +94,15 @@ int hp_kernel_open(struct hp_session *s, int dormant, uint64_t data_size)
 	}
 	s->kernel = 1;
 	s->session_fd = sfd;
+	/* Tests only: a client that a loaded machine keeps from its deposits
+	 * for a while, which the daemon must wait for (tests/e2e/run). */
+	{
+		const char *d = getenv("HEAPPROFD_TEST_DEPOSIT_DELAY_MS");
+		unsigned long ms = d ? strtoul(d, NULL, 10) : 0;
+
+		if (ms)
+			usleep((useconds_t)(ms < 10000 ? ms : 10000) * 1000);
+	}
 	deposit(sfd, HEAPPROFD_FD_MAPS, "/proc/self/maps");
 	deposit(sfd, HEAPPROFD_FD_MEM, "/proc/self/mem");
 	deposit(sfd, HEAPPROFD_FD_EXE, "/proc/self/exe");
