@@ -52,7 +52,9 @@ struct frame {
 	struct hp_elf *elf;
 	uint64_t pc, bias;
 	int is_ip;		/* the sampled ip itself, not a return address */
+	uint32_t exp_loc;	/* its location in export exp_gen's profile */
 	const char *label;	/* not a frame: a dmabuf exporter (interned) */
+	uint32_t exp_gen;	/* the export that set exp_loc (0: none) */
 };
 
 /* Distinct exporter names kept apart; more are booked as one. */
@@ -132,6 +134,7 @@ struct heap {
 };
 
 struct hp_books {
+	uint32_t exp_gen;		/* exports so far (struct frame's exp_gen) */
 	struct hp_hmap frames;		/* (elf, vaddr|pc) -> frame */
 	struct hp_hmap children;	/* (parent, frame) -> node */
 	struct hp_hmap live;		/* (addr, heap) -> live */
@@ -723,7 +726,7 @@ void hp_books_export_size(const struct hp_books *b, uint64_t *samples, uint64_t 
 
 struct exp {
 	struct hp_prof *p;
-	struct hp_hmap locs;	/* frame -> loc index + 1 */
+	uint32_t gen;		/* frames with this exp_gen have their exp_loc */
 	struct hp_hmap maps;	/* (elf, bias) -> map index + 1 */
 	struct hp_symreqs *want;	/* NULL: no names */
 };
@@ -748,14 +751,17 @@ static uint32_t map_of(struct exp *x, const struct frame *f)
 	return (uint32_t)v;
 }
 
-static uint32_t loc_of(struct exp *x, const struct frame *f)
+/* A frame's location in the export's profile, added at its first use (the
+ * frame remembers it: every sample's path is walked, and a lookup per
+ * frame of each was a tenth of clang's export). */
+static uint32_t loc_of(struct exp *x, struct frame *f)
 {
-	uintptr_t v = (uintptr_t)hp_hmap_get(&x->locs, (uintptr_t)f, 0);
 	struct hp_prof_loc l = { 0 };
 	uint64_t lookup = f->pc - (f->is_ip ? 0 : 1);
+	uint32_t v;
 
-	if (v)
-		return (uint32_t)v - 1;
+	if (f->exp_gen == x->gen)
+		return f->exp_loc;
 	l.addr = lookup;
 	if (!f->elf && !f->pc) {
 		l.func = "[stack truncated]";
@@ -764,7 +770,8 @@ static uint32_t loc_of(struct exp *x, const struct frame *f)
 		l.map = map_of(x, f);
 	}
 	v = hp_prof_add_loc(x->p, &l);
-	hp_hmap_put(&x->locs, (uintptr_t)f, 0, (void *)(v + 1));
+	f->exp_gen = x->gen;
+	f->exp_loc = v;
 	/* Named later, by the dump's thread: the books never wait for it. */
 	if (f->elf && x->want)
 		hp_symreqs_add(x->want, (uint32_t)v, f->elf, lookup - f->bias);
@@ -778,6 +785,10 @@ void hp_books_export(struct hp_books *b, struct hp_prof *out, unsigned which,
 	uint32_t *stk = NULL;
 	size_t cap = 0;
 	int i;
+
+	if (!++b->exp_gen)	/* (0 is no export's) */
+		b->exp_gen = 1;
+	x.gen = b->exp_gen;
 
 	if (b->pending.n)
 		expire_pending(b);
@@ -839,6 +850,5 @@ done:
 				    (unsigned long long)b->klost_records,
 				    (unsigned long long)b->klost_bytes);
 	free(stk);
-	hp_hmap_free(&x.locs);
 	hp_hmap_free(&x.maps);
 }

@@ -93,7 +93,40 @@ void hp_drop_free(struct hp_drop *d)
 	if (d->on)
 		regfree(&d->re);
 	hp_hmap_free(&d->seen);
+	free(d->made);
+	d->made = NULL;
+	d->made_p = NULL;
+	d->nmade = 0;
 	d->on = 0;
+}
+
+/*
+ * A made-up name (nm, in a buffer, or "?") interned in p: looked up once
+ * per location and renderer, since the same unnamed locations come back in
+ * sample after sample (clang: hundreds of thousands of frames, each one
+ * formatted, hashed and interned under the lock before). q: the frame of
+ * the location (0 its own name, 1.. inline callers: those are only "?").
+ */
+static const char *made_name(struct hp_drop *d, const struct hp_prof *p, uint32_t li,
+			     uint32_t q, const char *nm)
+{
+	if (d->made_p != p || d->nmade != p->nlocs) {
+		free(d->made);
+		d->made = p->nlocs ? calloc(p->nlocs, sizeof(*d->made)) : NULL;
+		d->nmade = d->made ? p->nlocs : 0;
+		d->made_p = p;
+		d->unknown = NULL;
+	}
+	if (q || li >= d->nmade) {
+		if (strcmp(nm, "?"))
+			return hp_prof_intern(p, nm);
+		if (!d->unknown)
+			d->unknown = hp_prof_intern(p, nm);
+		return d->unknown;
+	}
+	if (!d->made[li])
+		d->made[li] = hp_prof_intern(p, nm);
+	return d->made[li];
 }
 
 /* Names are interned in the profile: one regexec per distinct name. */
@@ -143,7 +176,11 @@ size_t hp_sample_frames(const struct hp_prof *p, const struct hp_prof_sample *s,
 		for (uint32_t q = 0; q < nf && n < max; q++) {
 			const struct hp_prof_line *ln = l && q && l->inl + q - 1 < p->nlines ?
 				&p->lines[l->inl + q - 1] : NULL;
-			const char *nm = hp_prof_loc_frame(p, li, q, buf, sizeof(buf));
+			const char *nm = !q && l && !l->func && d->made_p == p && li < d->nmade ?
+					 d->made[li] : NULL;
+
+			if (!nm)
+				nm = hp_prof_loc_frame(p, li, q, buf, sizeof(buf));
 
 			/*
 			 * Names of symbolized frames are the profile's interned
@@ -152,8 +189,8 @@ size_t hp_sample_frames(const struct hp_prof *p, const struct hp_prof_sample *s,
 			 * the same pointer without hashing every frame of every
 			 * sample (C++ names run to hundreds of bytes).
 			 */
-			if (nm == buf || !strcmp(nm, "?"))
-				nm = hp_prof_intern(p, nm);
+			if (nm == buf || (nm[0] == '?' && !nm[1]))
+				nm = made_name(d, p, li, q, nm);
 
 			out[n].name = nm ? nm : "?";
 			out[n].file = ln ? ln->file : l ? l->file : NULL;

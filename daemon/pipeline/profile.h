@@ -219,6 +219,13 @@ struct hp_drop {
 	regex_t re;
 	int on;
 	struct hp_hmap seen;	/* interned name -> 1 keep, 2 drop */
+	/* The names made up for unnamed locations ("lib.so+0x3b50a"), one per
+	 * location of made_p, interned once rather than at every frame of
+	 * every sample (hp_sample_frames). */
+	const struct hp_prof *made_p;
+	const char **made;
+	size_t nmade;
+	const char *unknown;	/* "?", interned in made_p */
 };
 struct hp_frame {
 	const char *name;	/* interned in the profile */

@@ -229,7 +229,22 @@ struct fctx {
 	int maxd, metric;
 	double scale;
 	int64_t total;
+	struct hp_hmap *hashes;	/* name -> hp_hash_str(name) + 1 (its colour) */
 };
+
+/* A name's colour hash, computed once per name (the same C++ names come
+ * back at many places in the graph). */
+static uint64_t name_hash(const struct fctx *c, const char *name)
+{
+	uintptr_t v = (uintptr_t)hp_hmap_get(c->hashes, (uintptr_t)name, 0);
+
+	if (v)
+		return (uint64_t)v - 1;
+	v = (uintptr_t)hp_hash_str(name) + 1;
+	if (v)	/* (0: the one hash that cannot be kept) */
+		hp_hmap_put(c->hashes, (uintptr_t)name, 0, (void *)v);
+	return (uint64_t)v - 1;
+}
 
 /*
  * A frame without a symbol is "libsqlite3.so.0.8.6+0x3b50a": its label on
@@ -249,7 +264,7 @@ static void fdraw(const struct fctx *c, const struct fnode *n, double x, int dep
 {
 	double w = n->value * c->scale, cx = x;
 	int y = SVG_TOP + (c->maxd - depth - 1) * SVG_ROW;
-	uint64_t h = hp_hash_str(n->name);
+	uint64_t h = name_hash(c, n->name);
 	int r = 205 + (int)(h % 50), g = 80 + (int)((h >> 8) % 130), b = (int)((h >> 16) % 55);
 	double pct = c->total ? 100.0 * n->value / c->total : 0.0;
 	char amt[32], lab[48], sbuf[128];
@@ -341,12 +356,14 @@ int hp_svg_write_opts(const struct hp_prof *p, const struct hp_render_opts *o, F
 		"allocator frames folded into their callers.</text>\n",
 		hp_metric_words(metric), tot, stacks);
 	if (root.value > 0) {
+		struct hp_hmap hashes = { 0 };
 		struct fctx c = {
 			.f = f, .maxd = maxd, .metric = metric, .total = root.value,
-			.scale = (SVG_W - 2 * SVG_PAD) / root.value,
+			.scale = (SVG_W - 2 * SVG_PAD) / root.value, .hashes = &hashes,
 		};
 
 		fdraw(&c, &root, SVG_PAD, 0);
+		hp_hmap_free(&hashes);
 	} else {
 		fprintf(f, "<text x=\"%.0f\" y=\"%d\">(nothing: every sample is 0 here)</text>\n",
 			SVG_PAD, SVG_TOP + 12);
@@ -469,10 +486,76 @@ const char *hp_site_name(const struct hp_prof *p, const struct hp_frame *fr, siz
  * The tables of one heap selection (hp_sample_in_heap). A heap with sample
  * types of its own (dmabuf) is shown as buffers, with their exporter.
  */
+/*
+ * What text_tables learns of a name once rather than at every sample (C++
+ * names run to hundreds of bytes, and clang's profile has hundreds of
+ * thousands of frames): keyed by the name's pointer, answers that depend
+ * only on its bytes, so a string met at two pointers gets the same ones.
+ */
+struct name_memo {
+	struct hp_hmap hash;	/* name -> hp_hash_str(name) | 1 */
+	struct hp_hmap named;	/* name -> 1 made up ("lib.so+0x..."), 2 a symbol's */
+	struct hp_hmap site;	/* (leaf, named caller) -> the interned site name */
+};
+
+static uint64_t memo_hash(struct name_memo *m, const char *s)
+{
+	uintptr_t v = (uintptr_t)hp_hmap_get(&m->hash, (uintptr_t)s, 0);
+
+	if (!v) {
+		v = (uintptr_t)(hp_hash_str(s) | 1);
+		hp_hmap_put(&m->hash, (uintptr_t)s, 0, (void *)v);	/* or not kept */
+	}
+	return v;
+}
+
+static int memo_named(struct name_memo *m, const char *s)
+{
+	uintptr_t v = (uintptr_t)hp_hmap_get(&m->named, (uintptr_t)s, 0);
+
+	if (!v) {
+		v = !strstr(s, "+0x") && strncmp(s, "0x", 2) ? 2 : 1;
+		hp_hmap_put(&m->named, (uintptr_t)s, 0, (void *)v);
+	}
+	return v == 2;
+}
+
+/* hp_site_name, each pair of names formatted and interned once. */
+static const char *memo_site(struct name_memo *m, const struct hp_prof *p,
+			     const struct hp_frame *fr, size_t n, char *buf, size_t len)
+{
+	const char *r;
+
+	if (!n)
+		return "[unknown]";
+	if (memo_named(m, fr[0].name))
+		return fr[0].name;
+	for (size_t k = 1; k < n; k++) {
+		if (!memo_named(m, fr[k].name))
+			continue;
+		r = hp_hmap_get(&m->site, (uintptr_t)fr[0].name, (uintptr_t)fr[k].name);
+		if (r)
+			return r;
+		snprintf(buf, len, "%s (called from %s)", fr[0].name, fr[k].name);
+		r = hp_prof_intern(p, buf) ?: fr[0].name;
+		hp_hmap_put(&m->site, (uintptr_t)fr[0].name, (uintptr_t)fr[k].name, (void *)r);
+		return r;
+	}
+	return fr[0].name;
+}
+
+static void name_memo_free(struct name_memo *m)
+{
+	hp_hmap_free(&m->hash);
+	hp_hmap_free(&m->named);
+	hp_hmap_free(&m->site);
+}
+
 static int text_tables(const struct hp_prof *p, const struct hp_render_opts *o,
 		       const char *heap_sel, struct hp_drop *d, struct hp_frame *fr, FILE *f)
 {
 	struct aggs sites = { 0 }, funcs = { 0 };
+	struct name_memo nm = { 0 };
 	int64_t tot[HP_NV] = { 0 };
 	char buf[512], b1[32], b2[32], b3[32];
 	int rc = 0, other_heaps = 0, top = o ? o->top : 20, cm;
@@ -491,13 +574,13 @@ static int text_tables(const struct hp_prof *p, const struct hp_render_opts *o,
 			continue;
 		nsel++;
 		n = hp_sample_frames(p, s, d, fr, MAX_FRAMES);
-		name = hp_site_name(p, fr, n, buf, sizeof(buf));
+		name = memo_site(&nm, p, fr, n, buf, sizeof(buf));
 		file = n && fr[0].file ? fr[0].file : "";
 		line = n ? fr[0].line : 0;
 		heap = s->heap ? s->heap : "";
 		exp = s->exporter ? s->exporter : "";
-		a = agg_get(&sites, hp_hash_str(name) ^ (hp_hash_str(heap) << 1) ^
-			    (hp_hash_str(exp) << 2), hp_hash_str(file) * 31 + (uint64_t)line);
+		a = agg_get(&sites, memo_hash(&nm, name) ^ (memo_hash(&nm, heap) << 1) ^
+			    (memo_hash(&nm, exp) << 2), memo_hash(&nm, file) * 31 + (uint64_t)line);
 		if (!a) {
 			rc = -1;
 			goto out;
@@ -597,6 +680,7 @@ static int text_tables(const struct hp_prof *p, const struct hp_render_opts *o,
 out:
 	aggs_free(&sites);
 	aggs_free(&funcs);
+	name_memo_free(&nm);
 	return rc;
 }
 
