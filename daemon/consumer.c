@@ -589,14 +589,19 @@ static void shrink_buf(struct hpd_session *s, uint32_t len)
 	s->buflen = REC_BUF_KEEP;
 }
 
+/* A watch's time since its last look, at most STALL_STEP_MAX_MS (above). */
+static uint64_t watched_step(uint64_t looked_ms, uint64_t now)
+{
+	return now - looked_ms < STALL_STEP_MAX_MS ? now - looked_ms : STALL_STEP_MAX_MS;
+}
+
 /* The pipeline holds all it may of s's records, again: stuck by now? */
 static int pipe_stuck(struct hpd_session *s)
 {
 	uint64_t now = hpd_now_ms();
 
 	if (s->full_looked_ms)
-		s->full_watched_ms += now - s->full_looked_ms < STALL_STEP_MAX_MS ?
-				      now - s->full_looked_ms : STALL_STEP_MAX_MS;
+		s->full_watched_ms += watched_step(s->full_looked_ms, now);
 	else
 		s->full_watched_ms = 0;
 	s->full_looked_ms = now;
@@ -718,8 +723,7 @@ static int drain_ring(struct hpd_session *s, enum drain_mode mode)
 			uint64_t now = hpd_now_ms();
 
 			if (s->stall_since_ms && s->stall_head == s->ring.chead) {
-				s->stall_watched_ms += now - s->stall_looked_ms < STALL_STEP_MAX_MS ?
-						       now - s->stall_looked_ms : STALL_STEP_MAX_MS;
+				s->stall_watched_ms += watched_step(s->stall_looked_ms, now);
 				s->stall_looked_ms = now;
 			}
 			if (s->stall_since_ms && s->stall_head == s->ring.chead &&
