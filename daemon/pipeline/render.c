@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -224,27 +225,31 @@ static void xml(FILE *f, const char *s, size_t max)
 #define SVG_TOP		64
 #define SVG_CHAR	7.2	/* width of a 12px monospace character */
 
+/*
+ * A string's hash, computed once per string pointer: the same C++ names
+ * come back at many places in a graph or at many samples of a table.
+ * Kept as hash + 1 so that 0 can mean "not yet"; the one hash that cannot
+ * be kept (all ones) is simply computed again.
+ */
+static uint64_t hash_memo(struct hp_hmap *m, const char *s)
+{
+	uintptr_t v = (uintptr_t)hp_hmap_get(m, (uintptr_t)s, 0);
+
+	if (v)
+		return (uint64_t)v - 1;
+	v = (uintptr_t)hp_hash_str(s) + 1;
+	if (v)
+		hp_hmap_put(m, (uintptr_t)s, 0, (void *)v);	/* or not kept */
+	return (uint64_t)v - 1;
+}
+
 struct fctx {
 	FILE *f;
 	int maxd, metric;
 	double scale;
 	int64_t total;
-	struct hp_hmap *hashes;	/* name -> hp_hash_str(name) + 1 (its colour) */
+	struct hp_hmap *hashes;	/* hash_memo of each name: its colour */
 };
-
-/* A name's colour hash, computed once per name (the same C++ names come
- * back at many places in the graph). */
-static uint64_t name_hash(const struct fctx *c, const char *name)
-{
-	uintptr_t v = (uintptr_t)hp_hmap_get(c->hashes, (uintptr_t)name, 0);
-
-	if (v)
-		return (uint64_t)v - 1;
-	v = (uintptr_t)hp_hash_str(name) + 1;
-	if (v)	/* (0: the one hash that cannot be kept) */
-		hp_hmap_put(c->hashes, (uintptr_t)name, 0, (void *)v);
-	return (uint64_t)v - 1;
-}
 
 /*
  * A frame without a symbol is "libsqlite3.so.0.8.6+0x3b50a": its label on
@@ -264,7 +269,7 @@ static void fdraw(const struct fctx *c, const struct fnode *n, double x, int dep
 {
 	double w = n->value * c->scale, cx = x;
 	int y = SVG_TOP + (c->maxd - depth - 1) * SVG_ROW;
-	uint64_t h = name_hash(c, n->name);
+	uint64_t h = hash_memo(c->hashes, n->name);
 	int r = 205 + (int)(h % 50), g = 80 + (int)((h >> 8) % 130), b = (int)((h >> 16) % 55);
 	double pct = c->total ? 100.0 * n->value / c->total : 0.0;
 	char amt[32], lab[48], sbuf[128];
@@ -460,88 +465,66 @@ static void aggs_free(struct aggs *t)
 }
 
 /*
- * The call site of a sample: the leaf once allocator frames are folded into
- * their callers (frames.c). A frame without a symbol (lib+0xOFFSET) also
- * names its nearest caller that has one, so that the site reads as
- * something: "libsqlite3.so.0+0x3b50a (called from sqlite3BtreeInsert)".
- */
-const char *hp_site_name(const struct hp_prof *p, const struct hp_frame *fr, size_t n,
-			 char *buf, size_t len)
-{
-	size_t k;
-
-	if (!n)
-		return "[unknown]";
-	if (!strstr(fr[0].name, "+0x") && strncmp(fr[0].name, "0x", 2))
-		return fr[0].name;
-	for (k = 1; k < n; k++)
-		if (!strstr(fr[k].name, "+0x") && strncmp(fr[k].name, "0x", 2)) {
-			snprintf(buf, len, "%s (called from %s)", fr[0].name, fr[k].name);
-			return hp_prof_intern(p, buf) ?: fr[0].name;
-		}
-	return fr[0].name;
-}
-
-/*
- * The tables of one heap selection (hp_sample_in_heap). A heap with sample
- * types of its own (dmabuf) is shown as buffers, with their exporter.
- */
-/*
  * What text_tables learns of a name once rather than at every sample (C++
  * names run to hundreds of bytes, and clang's profile has hundreds of
  * thousands of frames): keyed by the name's pointer, answers that depend
  * only on its bytes, so a string met at two pointers gets the same ones.
  */
 struct name_memo {
-	struct hp_hmap hash;	/* name -> hp_hash_str(name) | 1 */
+	struct hp_hmap hash;	/* hash_memo */
 	struct hp_hmap named;	/* name -> 1 made up ("lib.so+0x..."), 2 a symbol's */
 	struct hp_hmap site;	/* (leaf, named caller) -> the interned site name */
 };
 
-static uint64_t memo_hash(struct name_memo *m, const char *s)
+/* A symbol's name, rather than one made up from a file and an offset. */
+static bool is_named(struct name_memo *m, const char *s)
 {
-	uintptr_t v = (uintptr_t)hp_hmap_get(&m->hash, (uintptr_t)s, 0);
-
-	if (!v) {
-		v = (uintptr_t)(hp_hash_str(s) | 1);
-		hp_hmap_put(&m->hash, (uintptr_t)s, 0, (void *)v);	/* or not kept */
-	}
-	return v;
-}
-
-static int memo_named(struct name_memo *m, const char *s)
-{
-	uintptr_t v = (uintptr_t)hp_hmap_get(&m->named, (uintptr_t)s, 0);
+	uintptr_t v = m ? (uintptr_t)hp_hmap_get(&m->named, (uintptr_t)s, 0) : 0;
 
 	if (!v) {
 		v = !strstr(s, "+0x") && strncmp(s, "0x", 2) ? 2 : 1;
-		hp_hmap_put(&m->named, (uintptr_t)s, 0, (void *)v);
+		if (m)
+			hp_hmap_put(&m->named, (uintptr_t)s, 0, (void *)v);
 	}
 	return v == 2;
 }
 
-/* hp_site_name, each pair of names formatted and interned once. */
-static const char *memo_site(struct name_memo *m, const struct hp_prof *p,
+/*
+ * The call site of a sample: the leaf once allocator frames are folded into
+ * their callers (frames.c). A frame without a symbol (lib+0xOFFSET) also
+ * names its nearest caller that has one, so that the site reads as
+ * something: "libsqlite3.so.0+0x3b50a (called from sqlite3BtreeInsert)".
+ * With a memo, each pair of names is formatted and interned once.
+ */
+static const char *site_name(struct name_memo *m, const struct hp_prof *p,
 			     const struct hp_frame *fr, size_t n, char *buf, size_t len)
 {
 	const char *r;
 
 	if (!n)
 		return "[unknown]";
-	if (memo_named(m, fr[0].name))
+	if (is_named(m, fr[0].name))
 		return fr[0].name;
 	for (size_t k = 1; k < n; k++) {
-		if (!memo_named(m, fr[k].name))
+		if (!is_named(m, fr[k].name))
 			continue;
-		r = hp_hmap_get(&m->site, (uintptr_t)fr[0].name, (uintptr_t)fr[k].name);
+		r = m ? hp_hmap_get(&m->site, (uintptr_t)fr[0].name, (uintptr_t)fr[k].name) : NULL;
 		if (r)
 			return r;
 		snprintf(buf, len, "%s (called from %s)", fr[0].name, fr[k].name);
 		r = hp_prof_intern(p, buf) ?: fr[0].name;
-		hp_hmap_put(&m->site, (uintptr_t)fr[0].name, (uintptr_t)fr[k].name, (void *)r);
+		if (m)
+			hp_hmap_put(&m->site, (uintptr_t)fr[0].name, (uintptr_t)fr[k].name,
+				    (void *)r);
 		return r;
 	}
 	return fr[0].name;
+}
+
+const char *hp_site_name(const struct hp_prof *p, const struct hp_frame *fr, size_t n,
+			 char *buf, size_t len)
+{
+	return site_name(NULL, p, fr, n, buf, len);
 }
 
 static void name_memo_free(struct name_memo *m)
@@ -551,6 +534,10 @@ static void name_memo_free(struct name_memo *m)
 	hp_hmap_free(&m->site);
 }
 
+/*
+ * The tables of one heap selection (hp_sample_in_heap). A heap with sample
+ * types of its own (dmabuf) is shown as buffers, with their exporter.
+ */
 static int text_tables(const struct hp_prof *p, const struct hp_render_opts *o,
 		       const char *heap_sel, struct hp_drop *d, struct hp_frame *fr, FILE *f)
 {
@@ -574,13 +561,14 @@ static int text_tables(const struct hp_prof *p, const struct hp_render_opts *o,
 			continue;
 		nsel++;
 		n = hp_sample_frames(p, s, d, fr, MAX_FRAMES);
-		name = memo_site(&nm, p, fr, n, buf, sizeof(buf));
+		name = site_name(&nm, p, fr, n, buf, sizeof(buf));
 		file = n && fr[0].file ? fr[0].file : "";
 		line = n ? fr[0].line : 0;
 		heap = s->heap ? s->heap : "";
 		exp = s->exporter ? s->exporter : "";
-		a = agg_get(&sites, memo_hash(&nm, name) ^ (memo_hash(&nm, heap) << 1) ^
-			    (memo_hash(&nm, exp) << 2), memo_hash(&nm, file) * 31 + (uint64_t)line);
+		a = agg_get(&sites, hash_memo(&nm.hash, name) ^ (hash_memo(&nm.hash, heap) << 1) ^
+			    (hash_memo(&nm.hash, exp) << 2),
+			    hash_memo(&nm.hash, file) * 31 + (uint64_t)line);
 		if (!a) {
 			rc = -1;
 			goto out;
