@@ -288,8 +288,11 @@ static struct frame *intern_frame(struct hp_books *b, const struct hp_uframe *f,
 	if (!fr)
 		return NULL;
 	fr->elf = hp_elf_ref(f->elf);
-	/* A new file's names are looked for now, off the books' path. */
+	/* A new file's names are looked for now, off the books' path, and a
+	 * new address of a file the symbol cache keeps closed is named now. */
 	hp_symd_prefetch(fr->elf);
+	if (f->elf)
+		hp_symd_prefetch_addr(fr->elf, f->pc - (is_ip ? 0 : 1) - f->bias);
 	fr->pc = f->pc;
 	fr->bias = f->bias;
 	fr->is_ip = is_ip;

@@ -146,6 +146,8 @@ struct hp_elf {
 	struct hp_hmap syms;		/* vaddr -> struct hp_sym */
 	struct hp_strtab strs;
 	int symcache_state;		/* 0 untried, 1 in use, -1 not for this file */
+	int sym_deferred;		/* its DWARF is opened only by a lookup the
+					 * cache cannot answer (atomic) */
 	int symcache_fd;
 	uint64_t symcache_entries;	/* addresses read from the cache file */
 };
@@ -221,6 +223,13 @@ struct hp_symd *hp_symd_new(void);
 void hp_symd_free(struct hp_symd *sd);	/* does not wait for a download */
 /* Ask for e's debug info now (books: a file's first frame). Cheap once asked. */
 void hp_symd_prefetch(struct hp_elf *e);
+/*
+ * Name vaddr in e now, off the dump's path (books: a frame's first sample),
+ * if e is a file whose DWARF the symbol cache keeps closed: an address the
+ * cache lacks then costs its inflating on the symbolizer thread while the
+ * program runs, not after its exit. Other files are left to the dump.
+ */
+void hp_symd_prefetch_addr(struct hp_elf *e, uint64_t vaddr);
 /* A deadline ms milliseconds from now, for hp_symbolize_prof. */
 uint64_t hp_symd_deadline(uint64_t ms);
 /* Each debuginfod lookup's bound (seconds) unless DEBUGINFOD_MAXTIME says. */

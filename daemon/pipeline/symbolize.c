@@ -184,6 +184,7 @@ static void open_elf(struct hp_elf *e)
 			dwfl_module_getdwarf(mod, &bias);
 	}
 	pthread_mutex_lock(&e->sym_lock);
+	__atomic_store_n(&e->sym_deferred, d && cached, __ATOMIC_RELAXED);
 	e->dwfl = d;
 	e->dwmod = mod;
 	e->symtab = st;
@@ -350,7 +351,12 @@ static const struct hp_sym *lookup(struct hp_elf *e, uint64_t vaddr)
 struct symd_req {
 	struct symd_req *next;
 	struct hp_elf *elf;	/* a reference */
+	int addr;		/* name vaddr (hp_symd_prefetch_addr), not open elf */
+	uint64_t vaddr;
 };
+
+/* Addresses waiting to be named early, at most: past it the dump names them. */
+#define HP_SYMD_ADDR_MAX	16384
 
 /*
  * Two queues, a thread each: files whose debug info is on this machine
@@ -373,6 +379,7 @@ struct hp_symd {
 	pthread_cond_t work, done;
 	struct symq q[SYMQ_N];
 	uint64_t gen;		/* files finished so far */
+	unsigned naddr;		/* address requests queued */
 	int stop;		/* hp_symd_free: no more searches */
 	int abandoned;		/* ... and nobody waits: the last thread frees sd */
 	int running;		/* threads not yet gone */
@@ -399,6 +406,21 @@ static void symd_destroy(struct hp_symd *sd)
 	free(sd);
 }
 
+/*
+ * An address request: vaddr named now if e's DWARF is kept closed for the
+ * symbol cache and the cache lacks it (lookup opens the DWARF, once, and
+ * adds the address to the cache file). e's own open came first on this
+ * queue; a file still being looked up elsewhere (debuginfod) is not one the
+ * cache keeps.
+ */
+static void name_early(struct hp_elf *e, uint64_t vaddr)
+{
+	pthread_mutex_lock(&e->sym_lock);
+	if (e->dwfl_state == SYM_OK && e->sym_deferred && !hp_hmap_get(&e->syms, vaddr, 0))
+		lookup(e, vaddr);
+	pthread_mutex_unlock(&e->sym_lock);
+}
+
 static void *symd_main(void *arg)
 {
 	struct symq *q = arg;
@@ -423,20 +445,29 @@ static void *symd_main(void *arg)
 		if (sd->stop) {
 			/* Not searched: whoever asks next searches itself. */
 			pthread_mutex_unlock(&sd->lock);
-			set_sym_state(r->elf, SYM_UNTRIED);
+			if (!r->addr)
+				set_sym_state(r->elf, SYM_UNTRIED);
 		} else {
 			q->busy = 1;
 			pthread_mutex_unlock(&sd->lock);
-			open_elf(r->elf);
+			if (r->addr)
+				name_early(r->elf, r->vaddr);
+			else
+				open_elf(r->elf);
 		}
 		pthread_mutex_lock(&sd->lock);
 		q->busy = 0;
+		if (r->addr)
+			sd->naddr--;
 		if (sd->abandoned) {
 			/* The pipeline is gone (and its ELF cache): keep r. */
 			break;
 		}
-		sd->gen++;
-		pthread_cond_broadcast(&sd->done);
+		/* Waiters wait for files; a named address changes no state. */
+		if (!r->addr) {
+			sd->gen++;
+			pthread_cond_broadcast(&sd->done);
+		}
 		pthread_mutex_unlock(&sd->lock);
 		hp_elf_put(r->elf);
 		free(r);
@@ -563,6 +594,20 @@ static struct hp_symd *symd_of(const struct hp_elf *e)
 	return e->cache ? e->cache->symd : NULL;
 }
 
+/* Under sd->lock, which it lets go: r, on e, to q's thread. */
+static void symq_append(struct hp_symd *sd, struct symq *q, struct symd_req *r,
+			struct hp_elf *e)
+{
+	r->elf = hp_elf_ref(e);
+	if (q->tail)
+		q->tail->next = r;
+	else
+		q->head = r;
+	q->tail = r;
+	pthread_cond_broadcast(&sd->work);
+	pthread_mutex_unlock(&sd->lock);
+}
+
 /* Under e->sym_lock, e untried: hand it to the thread. 0, or -1 (none). */
 static int symd_queue(struct hp_elf *e)
 {
@@ -579,16 +624,9 @@ static int symd_queue(struct hp_elf *e)
 		free(r);
 		return -1;
 	}
-	r->elf = hp_elf_ref(e);
 	set_sym_state(e, SYM_LOOKING);
 	__atomic_store_n(&e->sym_remote, q == &sd->q[SYMQ_REMOTE], __ATOMIC_RELAXED);
-	if (q->tail)
-		q->tail->next = r;
-	else
-		q->head = r;
-	q->tail = r;
-	pthread_cond_broadcast(&sd->work);
-	pthread_mutex_unlock(&sd->lock);
+	symq_append(sd, q, r, e);
 	return 0;
 }
 
@@ -600,6 +638,36 @@ void hp_symd_prefetch(struct hp_elf *e)
 	if (sym_state(e) == SYM_UNTRIED)
 		symd_queue(e);
 	pthread_mutex_unlock(&e->sym_lock);
+}
+
+void hp_symd_prefetch_addr(struct hp_elf *e, uint64_t vaddr)
+{
+	struct hp_symd *sd = e ? symd_of(e) : NULL;
+	struct symd_req *r;
+	struct symq *q;
+	int st;
+
+	if (!sd)
+		return;
+	/* Not yet known (its open is queued before this), or kept closed. */
+	st = sym_state(e);
+	if (st == SYM_FAILED ||
+	    (st == SYM_OK && !__atomic_load_n(&e->sym_deferred, __ATOMIC_RELAXED)))
+		return;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return;
+	r->addr = 1;
+	r->vaddr = vaddr;
+	q = &sd->q[SYMQ_LOCAL];
+	pthread_mutex_lock(&sd->lock);
+	if (sd->stop || sd->naddr >= HP_SYMD_ADDR_MAX) {
+		pthread_mutex_unlock(&sd->lock);
+		free(r);
+		return;
+	}
+	sd->naddr++;
+	symq_append(sd, q, r, e);
 }
 
 static uint64_t symd_gen(struct hp_symd *sd)

@@ -11,6 +11,12 @@
  * main that every profile has; it was a fifth of the daemon's CPU in the
  * 10 M allocation benchmark and nearly all of a short program's.
  *
+ * A file the cache stands for keeps its DWARF closed until an address the
+ * cache lacks is looked up; the books ask for that lookup as the address's
+ * first frame comes in (hp_symd_prefetch_addr), so the inflating happens on
+ * the symbolizer thread during the run, not in the dump at the program's
+ * exit.
+ *
  * What is cached: only files whose debug info is a separate file found by
  * build id under a debug root (/usr/lib/debug/.build-id/xx/yyyy.debug). The
  * build id names the code; the debug file's inode, size and mtime, written

@@ -1996,20 +1996,90 @@ static int sym_is(const struct hp_sym *s, const struct hp_sym *want)
 		(s->file && want->file && !strcmp(s->file, want->file)));
 }
 
+static int count_lines(const char *path)
+{
+	char *txt = slurp(path), *c;
+	int n = 0;
+
+	for (c = txt; c && *c; c++)
+		n += *c == '\n';
+	free(txt);
+	return txt ? n : -1;
+}
+
+/*
+ * Warm, with a symbolizer thread as the daemon has: the file's DWARF stays
+ * closed for the addresses the cache holds, and one it lacks is named by the
+ * thread as soon as the books see its frame (hp_symd_prefetch_addr), not by
+ * the dump after the program's exit, which would wait for the inflating.
+ */
+static void test_symcache_early(const char *path, uint64_t va, uint64_t va2)
+{
+	struct hp_elfcache c;
+	const struct hp_sym *s = NULL;
+	struct hp_elf *e = NULL;
+	int i = 0, lines0, lines1 = -1, deferred = -1;
+	char hex[32], *txt;
+
+	hp_elfcache_init(&c);
+	c.symd = hp_symd_new();
+	if (c.symd)
+		e = hp_elf_open(&c, HP_SYMTEST_SO, -1, 0, 0);
+	lines0 = count_lines(path);
+	if (e) {
+		hp_symd_prefetch(e);
+		hp_symd_prefetch_addr(e, va);	/* in the cache: nothing to do */
+		hp_symd_prefetch_addr(e, va2);
+		for (i = 0; i < 1000 && !s; i++) {
+			pthread_mutex_lock(&e->sym_lock);
+			s = hp_hmap_get(&e->syms, va2, 0);
+			deferred = e->sym_deferred;
+			pthread_mutex_unlock(&e->sym_lock);
+			if (!s)
+				usleep(10000);
+		}
+	}
+	ok(e && deferred == 1 && s && s->func && !strcmp(s->func, "dl_entry") && s->file &&
+	   strstr(s->file, "dltest.c") && s->line > 0,
+	   "symcache: warm, with a symbolizer thread: the DWARF is left closed at the file's open, and an address the cache lacks (%#llx) is named by that thread once its frame is seen, before any dump asks (%s:%d after %d ms)",
+	   (unsigned long long)va2, s && s->file ? s->file : "?", s ? s->line : 0, i * 10);
+	/* Its line went into the cache file; the cached address was not
+	 * looked up again (a lookup adds a line). */
+	for (i = 0; i < 100 && (lines1 = count_lines(path)) == lines0; i++)
+		usleep(10000);
+	snprintf(hex, sizeof(hex), "\n%llx\t", (unsigned long long)va2);
+	txt = slurp(path);
+	ok(lines0 > 0 && lines1 == lines0 + 1 && txt && strstr(txt, hex),
+	   "symcache: the early name is in the cache file for the next daemon (%d lines, were %d)",
+	   lines1, lines0);
+	free(txt);
+	if (e)
+		hp_elf_put(e);
+	hp_symd_free(c.symd);
+	c.symd = NULL;
+	hp_elfcache_fini(&c);
+}
+
 static void test_symcache(void)
 {
 	char cmd[600], path[600], hex[2 * 64 + 1], *out, *txt;
 	struct hp_sym want = { 0 };
 	const struct hp_sym *s;
 	struct hp_elf *e;
-	uint64_t va = 0;
+	uint64_t va = 0, va2 = 0, size = 0;
 	int fd, opened, entries;
 
-	snprintf(cmd, sizeof(cmd), "nm -D --defined-only %s | sed -n 's/ T dl_entry$//p'",
+	snprintf(cmd, sizeof(cmd), "nm -S -D --defined-only %s | sed -n 's/ T dl_entry$//p'",
 		 HP_SYMTEST_SO);
 	out = run(cmd);
-	if (out)
-		va = strtoull(out, NULL, 16) + 4;
+	if (out) {
+		char *end;
+
+		va = strtoull(out, &end, 16);
+		size = strtoull(end, NULL, 16);
+		va2 = size > 8 ? va + size - 2 : 0;	/* in its last instruction */
+		va += 4;
+	}
 	free(out);
 	e = hp_elf_open(NULL, HP_SYMTEST_SO, -1, 0, 0);
 	ok(e && va && hp_symcache_dir(), "symcache: test library (%#llx) and cache directory %s",
@@ -2106,6 +2176,7 @@ static void test_symcache(void)
 		hp_elf_put(e);
 	free((char *)want.func);
 	free((char *)want.file);
+	test_symcache_early(path, va, va2);
 }
 
 
