@@ -594,17 +594,25 @@ static struct hp_symd *symd_of(const struct hp_elf *e)
 	return e->cache ? e->cache->symd : NULL;
 }
 
-/* Under sd->lock, which it lets go: r, on e, to q's thread. */
+/*
+ * Under sd->lock, which it lets go: r, on e, to q's thread. Only a thread
+ * whose queue is empty waits for work: a queue that had some needs no
+ * wake-up (the books ask for each new frame, often while the thread is
+ * busy opening a large file).
+ */
 static void symq_append(struct hp_symd *sd, struct symq *q, struct symd_req *r,
 			struct hp_elf *e)
 {
+	int was_empty = !q->head;
+
 	r->elf = hp_elf_ref(e);
 	if (q->tail)
 		q->tail->next = r;
 	else
 		q->head = r;
 	q->tail = r;
-	pthread_cond_broadcast(&sd->work);
+	if (was_empty)
+		pthread_cond_broadcast(&sd->work);
 	pthread_mutex_unlock(&sd->lock);
 }
 
