@@ -61,7 +61,7 @@ $(PL_TDIR)/test_runtimes_asan: $(PL_TDEPS)
 
 # libFuzzer over hp_proc_feed's parser and the unwinder's inputs.
 FUZZ_RUNS ?= 20000
-FUZZ_SECS ?= 60
+FUZZ_SECS ?= 30
 $(PL_TDIR)/fuzz_feed: $(PL_TDEPS)
 	@mkdir -p $(PL_TDIR)
 	$(PL_CLANG) -std=gnu11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
@@ -89,7 +89,7 @@ pipeline-fuzz: $(PL_TDIR)/fuzz_feed $(PL_TDIR)/fuzz_pprof
 
 # $(1) tag, $(2) command: its TAP lines tagged; a run that dies without a
 # "not ok" line (a sanitizer abort, a crash) still counts as a failure.
-PL_RUN_T = echo "\# pipeline tests ($(1))"; out=$$($(2) 2>&1); rc=$$?; \
+PL_RUN_T = echo "\# pipeline tests ($(1))"; out=$$(HP_GOCACHE=$(PL_BUILD)/gocache $(2) 2>&1); rc=$$?; \
 	printf '%s\n' "$$out" | sed 's/^\(\(not \)\{0,1\}ok [0-9]* - \)/\1[$(1)] /'; \
 	if [ $$rc -ne 0 ] && ! printf '%s\n' "$$out" | grep -q '^not ok'; then \
 		echo "not ok - pipeline tests [$(1)]: exited $$rc without naming a failed test"; fi
