@@ -22,7 +22,7 @@ PL_CLANG ?= clang
 
 PL_NAMES := parse hmap elf maps unwind symbolize books prof pprof frames render timeline numbers \
 	    prof_diff prof_symbolize symcache sigmask memo reuse outfile intervals symtab python perfmap \
-	    pipeline formats otlp samepath
+	    pipeline formats otlp samepath splice
 # OpenTelemetry's profiles protos (proto/otel/, vendored), generated like profile.proto.
 PL_OTEL_DIR   := $(PL_ROOT)/proto/otel
 PL_OTEL_PROTO := opentelemetry/proto/common/v1/common opentelemetry/proto/resource/v1/resource \

@@ -9,6 +9,7 @@
  *   unwind.c     libunwind remote unwinding over copied stacks
  *   symbolize.c  libdwfl function/file:line lookup, demangling
  *   reuse.c      records made whole from their thread's previous stack
+ *   splice.c     Python call paths spliced once, lent like the memo's
  *   books.c      call-site trees, live allocations, peaks (books thread only)
  *   intervals.c  the sampling intervals of each heap's samples (books thread)
  *   pipeline.c   threads, queues and the public API
@@ -508,6 +509,27 @@ size_t hp_py_mem(const struct hp_py *py);	/* bytes it holds now */
 /* CPython 3.11 location table: the line of code unit lasti, or -1. */
 int hp_py_line(const uint8_t *lt, uint32_t n, int firstline, uint32_t lasti);
 void hp_py_lines(const uint8_t *lt, uint32_t n, int firstline, int32_t *lines, uint32_t nunits);
+
+/* ---- splice.c: spliced call paths remembered (feeding thread) ---------- */
+
+struct hp_splices;
+struct hp_splices *hp_splices_new(void);
+void hp_splices_free(struct hp_splices *s);	/* once the books are done */
+/* As hp_memo_tick: entries let go of are freed once the books are past
+ * every job fed while they were in the table. */
+void hp_splices_tick(struct hp_splices *s, uint64_t fed, uint64_t applied);
+/*
+ * hp_py_splice of memo entry memo_id's frames (nat, nn; memo generation
+ * memo_gen) and the resolved Python frames pf, from the cache or made and
+ * kept: the frames in *out are lent, as the memo's are, and *id always
+ * comes with them (the books' path_id). Returns their number, or -1 when
+ * nothing is kept (the caller splices a copy of its own).
+ */
+int hp_splices_get(struct hp_splices *s, const struct hp_py *py, uint32_t memo_gen,
+		   uint64_t memo_id, const struct hp_uframe *nat, int nn,
+		   const struct hp_pyframe *pf, int np, int max,
+		   const struct hp_uframe **out, uint64_t *id);
+void hp_splices_stats(struct hp_splices *s, uint64_t *hits, uint64_t *misses, size_t *bytes);
 
 /* ---- perfmap.c: JIT code named from /tmp/perf-<pid>.map ----------------- */
 

@@ -148,6 +148,7 @@ struct hp_proc {
 	struct hp_samepath *same;	/* feeding thread: code sets, claims (samepath.c) */
 	uint64_t same_unsure;		/* workers (atomic): such claims unwound from writable memory */
 	struct hp_py *py;		/* Python frames (python.c) */
+	struct hp_splices *splices;	/* feeding thread: their paths (splice.c) */
 	struct hp_perfmap *jit;		/* JIT code's names (perfmap.c) */
 	struct hp_pyframe pyres[HEAPPROFD_PYFRAMES_MAX];	/* feeding thread */
 	/* feeding thread: jobs for the books, not handed over yet */
@@ -321,6 +322,7 @@ static void proc_put(struct hp_proc *pr)
 	hp_memo_free(pr->memo);
 	hp_reuse_free(pr->reuse);
 	hp_samepath_free(pr->same);
+	hp_splices_free(pr->splices);
 	hp_py_free(pr->py);
 	hp_perfmap_free(pr->jit);
 	free(pr->unw);
@@ -902,6 +904,7 @@ struct hp_proc *hp_proc_new(struct hp_pipeline *p, const struct hp_proc_info *in
 	pr->unw_mem_w = calloc(n, sizeof(*pr->unw_mem_w));
 	pr->books = hp_books_new(!!(info->flags & HP_PROC_DUMP_AT_MAX));
 	pr->memo = hp_memo_new();	/* optional: without it every sample is unwound */
+	pr->splices = hp_splices_new();	/* optional too: a splice per sample */
 	pr->reuse = hp_reuse_new();
 	pr->same = hp_samepath_new();
 	/* The first maps snapshot and the ELF files, right now (the process may
@@ -1071,11 +1074,12 @@ static int memo_event(struct hp_proc *pr, const struct hp_parsed *ps,
 	const struct heapprofd_rec_alloc *a = ps->alloc;
 	const struct hp_uframe *fr;
 	struct event *ev;
-	uint64_t id = 0;
+	uint64_t id = 0, applied;
 	int n;
 
-	hp_memo_tick(pr->memo, pr->f.feed_no,
-		     __atomic_load_n(&pr->b.applied, __ATOMIC_ACQUIRE));
+	applied = __atomic_load_n(&pr->b.applied, __ATOMIC_ACQUIRE);
+	hp_memo_tick(pr->memo, pr->f.feed_no, applied);
+	hp_splices_tick(pr->splices, pr->f.feed_no, applied);
 	n = hp_memo_lookup(pr->memo, ps->alloc, v, &fr, pr->p->max_frames, &id);
 	if (n < 0)
 		return 0;
@@ -1100,8 +1104,24 @@ static int memo_event(struct hp_proc *pr, const struct hp_parsed *ps,
 	ev->nframes = n;
 	ev->memo_id = id;
 	ev->owned = 0;
-	/* With Python frames: the native ones spliced into a copy of its own. */
+	/*
+	 * With Python frames: the native ones spliced, lent from the splice
+	 * cache with an id of their own; a copy of the event's own when the
+	 * cache keeps none.
+	 */
 	if (npy) {
+		const struct hp_uframe *sf;
+		uint64_t sid;
+		int m = hp_splices_get(pr->splices, pr->py, hp_memo_gen(pr->memo), id, fr, n,
+				       pr->pyres, npy, pr->p->max_frames, &sf, &sid);
+
+		if (m > 0) {
+			ev->frames = (struct hp_uframe *)sf;
+			ev->nframes = m;
+			ev->memo_id = sid;
+		}
+	}
+	if (npy && ev->frames == fr) {
 		struct hp_uframe *f = malloc(pr->p->max_frames * sizeof(*f));
 		int m = f ? hp_py_splice(pr->py, fr, n, pr->pyres, npy, f,
 					 pr->p->max_frames) : 0;
@@ -1121,8 +1141,8 @@ static int memo_event(struct hp_proc *pr, const struct hp_parsed *ps,
 				      malloc(ev->nframes * sizeof(*f));
 
 		if (f) {
-			if (!ev->owned) {
-				memcpy(f, fr, ev->nframes * sizeof(*f));
+			if (!ev->owned) {	/* the memo's, or the splice cache's */
+				memcpy(f, ev->frames, ev->nframes * sizeof(*f));
 				hp_uframes_get(f, ev->nframes);
 			}
 			hp_perfmap_name_frames(pr->jit, f, ev->nframes);
@@ -1628,6 +1648,13 @@ void hp_proc_get_stats(struct hp_proc *pr, struct hp_proc_stats *st)
 		st->mem_bytes += __atomic_load_n(&pr->unw_mem_w[i], __ATOMIC_RELAXED);
 	st->mem_bytes += hp_reuse_mem(pr->reuse) + hp_samepath_mem(pr->same);
 	st->mem_bytes += hp_py_mem(pr->py) + hp_perfmap_mem(pr->jit);
+	{
+		uint64_t sh, sm;
+		size_t sb;
+
+		hp_splices_stats(pr->splices, &sh, &sm, &sb);
+		st->mem_bytes += sb;
+	}
 	hp_reuse_stats(pr->reuse, &st->reuse_rebuilt, &st->reuse_missing);
 	hp_samepath_stats(pr->same, &st->same_checked, &st->same_unchecked, &st->same_uncovered);
 	if (pr->memo) {

@@ -75,6 +75,14 @@
  * decoded once (4 bytes a unit); a larger one's line table is walked at
  * every look-up. */
 #define PY_LINES_MAX_UNITS	(1U << 16)
+/*
+ * The keys of the frames seen last, by (code, instruction) address: a
+ * program's samples come back to the same few dozen frames, and their two
+ * hash look-ups (the code object, then its line's key) were most of the
+ * resolving. An entry holds as long as the code object cached at its
+ * address does: the cache is emptied whenever one is let go of.
+ */
+#define PY_KEY_CACHE		1024	/* power of two */
 
 struct pycode {
 	uint64_t addr;
@@ -102,6 +110,7 @@ struct hp_py {
 	pthread_mutex_t lock;		/* note and figures, for the books thread */
 	char note[200];
 	uint64_t frames_ok, frames_bad, samples;
+	struct { uint64_t code, instr, key; } seen[PY_KEY_CACHE];	/* feeding thread */
 };
 
 static void close_fds(const int *fds, int n)
@@ -133,6 +142,8 @@ static void drop_codes(struct hp_py *py)
 {
 	struct hp_hent *e;
 
+	memset(py->seen, 0, sizeof(py->seen));
+
 	hp_hmap_for_each(&py->codes, e) {
 		struct pycode *pc = e->v;
 
@@ -152,6 +163,7 @@ static size_t code_size(const struct pycode *pc)
 
 static void free_code(struct hp_py *py, struct pycode *pc)
 {
+	memset(py->seen, 0, sizeof(py->seen));
 	__atomic_store_n(&py->code_bytes, py->code_bytes - code_size(pc), __ATOMIC_RELAXED);
 	free(pc->lines);
 	free(pc->lt);
@@ -561,7 +573,7 @@ static uint64_t key_of(struct hp_py *py, const struct pycode *pc, int line)
 }
 
 /* One frame's key, 0 if it is to be left out. */
-static uint64_t frame_key(struct hp_py *py, const struct heapprofd_pyframe *f)
+static uint64_t frame_key_read(struct hp_py *py, const struct heapprofd_pyframe *f)
 {
 	uint64_t instr = f->instr & ~HEAPPROFD_PYFRAME_ENTRY, lasti;
 	struct pycode *pc;
@@ -603,6 +615,26 @@ static uint64_t frame_key(struct hp_py *py, const struct heapprofd_pyframe *f)
 		return 0;	/* a frame not started yet (CPython's "incomplete" frame) */
 	return key_of(py, pc, pc->lines ? pc->lines[lasti] :
 			  hp_py_line(pc->lt, pc->lt_len, pc->firstline, (uint32_t)lasti));
+}
+
+static uint64_t frame_key(struct hp_py *py, const struct heapprofd_pyframe *f)
+{
+	uint64_t instr = f->instr & ~HEAPPROFD_PYFRAME_ENTRY, key;
+	uint64_t h = (f->code ^ instr * 0x9e3779b97f4a7c15ULL) * 0xff51afd7ed558ccdULL;
+	unsigned i = (unsigned)(h >> 40) & (PY_KEY_CACHE - 1);
+
+	if (f->code && py->seen[i].code == f->code && py->seen[i].instr == instr) {
+		py->frames_ok++;	/* as frame_key_read counts it */
+		return py->seen[i].key;
+	}
+	key = frame_key_read(py, f);
+	/* Only a frame that checked out and was named (frames_ok counted). */
+	if (key) {
+		py->seen[i].code = f->code;
+		py->seen[i].instr = instr;
+		py->seen[i].key = key;
+	}
+	return key;
 }
 
 int hp_py_resolve(struct hp_py *py, const struct heapprofd_pyframe *in, uint32_t n,

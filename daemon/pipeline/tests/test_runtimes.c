@@ -280,11 +280,103 @@ static void test_perfmap(void)
 	unlink(link);
 }
 
+/* ---- Spliced paths remembered (splice.c) --------------------------------- */
+
+/*
+ * A process whose interpreter was not found splices its Python frames
+ * after the native ones (hp_py_splice's frames the unwind did not reach):
+ * enough to see what the cache keeps, lends and gives back.
+ */
+static void test_splices(void)
+{
+	struct hp_target t = { .pid = 1, .proc_fd = -1, .paths_ok = 0 };
+	struct hp_py *py = hp_py_new(&t, -1, -1, -1, NULL);
+	struct hp_elf *lib = hp_elf_names("[native]");
+	struct hp_splices *s = hp_splices_new();
+	struct hp_uframe nat[3] = { { 0x1000, lib, 0 }, { 0x2000, lib, 0 }, { 0x3000, NULL, 0 } };
+	struct hp_pyframe pf[2] = { { 16, 1 }, { 32, 0 } }, pf2[2] = { { 16, 1 }, { 48, 0 } };
+	const struct hp_uframe *a, *b, *c, *kept;
+	uint64_t ida, idb, idc, hits, misses, id;
+	size_t bytes, bytes_full;
+	int n, m, bad = 0;
+
+	if (!py || !lib || !s) {
+		tap_ok(0, "splices: set up");
+		return;
+	}
+	hp_splices_tick(s, 1, 0);
+	n = hp_splices_get(s, py, 7, 5, nat, 3, pf, 2, 128, &a, &ida);
+	tap_ok(n == 5 && a[0].pc == 0x1000 && a[2].pc == 0x3000 && a[3].pc == 17 && a[4].pc == 33 &&
+	       ida >= (1ULL << 62),
+	       "splices: the native frames, then the Python ones (%d frames, id %#llx)", n,
+	       (unsigned long long)ida);
+	tap_ok(lib->refs == 2, "splices: the kept path holds one reference on the file (%d)",
+	       lib->refs);
+	m = hp_splices_get(s, py, 7, 5, nat, 3, pf, 2, 128, &b, &idb);
+	hp_splices_stats(s, &hits, &misses, &bytes);
+	tap_ok(m == n && b == a && idb == ida && hits == 1 && misses == 1 && lib->refs == 2,
+	       "splices: the same key again is lent the same frames and id (hits %llu)",
+	       (unsigned long long)hits);
+	m = hp_splices_get(s, py, 7, 5, nat, 3, pf2, 2, 128, &c, &idc);
+	tap_ok(m == 5 && c != a && idc != ida && c[4].pc == 49,
+	       "splices: another Python frame is another path");
+	pf2[1] = (struct hp_pyframe){ 32, 1 };
+	m = hp_splices_get(s, py, 7, 5, nat, 3, pf2, 2, 128, &c, &id);
+	tap_ok(m == 5 && id != ida && id != idc, "splices: so is another entry mark");
+	m = hp_splices_get(s, py, 7, 6, nat, 3, pf, 2, 128, &c, &id);
+	tap_ok(m == 5 && id != ida, "splices: and another memo entry");
+	tap_ok(hp_splices_get(s, py, 7, 0, nat, 3, pf, 2, 128, &c, &id) == -1,
+	       "splices: nothing kept without a memo entry");
+
+	/* The memo's generation changes: its ids never come again; what was
+	 * lent stays readable until the books are past it. */
+	hp_splices_tick(s, 10, 9);
+	m = hp_splices_get(s, py, 8, 5, nat, 3, pf, 2, 128, &b, &idb);
+	tap_ok(m == 5 && idb != ida, "splices: a new memo generation starts the table anew");
+	hp_splices_stats(s, &hits, &misses, &bytes);
+	for (int i = 0; i < 5; i++)
+		bad += a[i].pc != (i < 3 ? nat[i].pc : (uint64_t)(16 * i - 31));
+	tap_ok(!bad && lib->refs == 6,
+	       "splices: retired paths stay lent until the books applied what was fed (refs %d)",
+	       lib->refs);
+	hp_splices_tick(s, 10, 10);
+	hp_splices_stats(s, &hits, &misses, &bytes_full);
+	tap_ok(lib->refs == 2 && bytes_full < bytes,
+	       "splices: then they are freed, their references given back (refs %d, %zu -> %zu bytes)",
+	       lib->refs, bytes, bytes_full);
+
+	/* Many paths: the table keeps a bounded number; those it lets go are
+	 * freed once applied. */
+	kept = NULL;
+	for (uint64_t k = 1; k <= 5000; k++) {
+		struct hp_pyframe one[1] = { { 16 * k, 1 } };
+
+		m = hp_splices_get(s, py, 8, 5, nat, 3, one, 1, 128, &c, &id);
+		if (m != 4 || c[3].pc != 16 * k + 1)
+			bad++;
+		if (k == 1)
+			kept = c;
+	}
+	hp_splices_stats(s, &hits, &misses, &bytes_full);
+	tap_ok(!bad && kept && kept[3].pc == 17 && lib->refs > 1000,
+	       "splices: 5000 paths, each right; the evicted still lent (refs %d)", lib->refs);
+	hp_splices_tick(s, 11, 11);
+	hp_splices_stats(s, &hits, &misses, &bytes);
+	tap_ok(lib->refs <= 1 + 256 * 4 && bytes < bytes_full && bytes < (4U << 20) + 65536,
+	       "splices: once applied, at most the table's entries hold references (refs %d, %zu bytes)",
+	       lib->refs, bytes);
+	hp_splices_free(s);
+	tap_ok(lib->refs == 1, "splices: freed, every reference given back (refs %d)", lib->refs);
+	hp_elf_put(lib);
+	hp_py_free(py);
+}
+
 int main(void)
 {
 	test_parse();
 	test_lines();
 	test_perfmap();
+	test_splices();
 	printf("1..%d\n", tap_n);
 	return tap_failed ? 1 : 0;
 }
