@@ -80,7 +80,7 @@
  * program's samples come back to the same few dozen frames, and their two
  * hash look-ups (the code object, then its line's key) were most of the
  * resolving. An entry holds as long as the code object cached at its
- * address does: the cache is emptied whenever one is let go of.
+ * address does: letting go of one forgets them all (a new generation).
  */
 #define PY_KEY_CACHE		1024	/* power of two */
 
@@ -110,7 +110,11 @@ struct hp_py {
 	pthread_mutex_t lock;		/* note and figures, for the books thread */
 	char note[200];
 	uint64_t frames_ok, frames_bad, samples;
-	struct { uint64_t code, instr, key; } seen[PY_KEY_CACHE];	/* feeding thread */
+	/* feeding thread: frames' keys by (code, instr), valid while their
+	 * gen is seen_gen (a code object let go of moves it on: O(1), however
+	 * often a process makes the daemon read a code object again) */
+	uint32_t seen_gen;
+	struct { uint64_t code, instr, key; uint32_t gen; } seen[PY_KEY_CACHE];
 };
 
 static void close_fds(const int *fds, int n)
@@ -134,15 +138,26 @@ struct hp_py *hp_py_new(const struct hp_target *t, int maps_fd, int mem_fd, int 
 	py->mem_fd = mem_fd;
 	py->exe_fd = exe_fd;
 	py->c = c;
+	py->seen_gen = 1;	/* the calloc'd entries (gen 0) hold nothing */
 	pthread_mutex_init(&py->lock, NULL);
 	return py;
+}
+
+/* The frames' keys remembered lean on code objects read before: forget
+ * them all. */
+static void forget_keys(struct hp_py *py)
+{
+	if (++py->seen_gen)
+		return;
+	memset(py->seen, 0, sizeof(py->seen));	/* once in 2^32: gen 0 anew */
+	py->seen_gen = 1;
 }
 
 static void drop_codes(struct hp_py *py)
 {
 	struct hp_hent *e;
 
-	memset(py->seen, 0, sizeof(py->seen));
+	forget_keys(py);
 
 	hp_hmap_for_each(&py->codes, e) {
 		struct pycode *pc = e->v;
@@ -163,7 +178,7 @@ static size_t code_size(const struct pycode *pc)
 
 static void free_code(struct hp_py *py, struct pycode *pc)
 {
-	memset(py->seen, 0, sizeof(py->seen));
+	forget_keys(py);
 	__atomic_store_n(&py->code_bytes, py->code_bytes - code_size(pc), __ATOMIC_RELAXED);
 	free(pc->lines);
 	free(pc->lt);
@@ -623,7 +638,8 @@ static uint64_t frame_key(struct hp_py *py, const struct heapprofd_pyframe *f)
 	uint64_t h = (f->code ^ instr * 0x9e3779b97f4a7c15ULL) * 0xff51afd7ed558ccdULL;
 	unsigned i = (unsigned)(h >> 40) & (PY_KEY_CACHE - 1);
 
-	if (f->code && py->seen[i].code == f->code && py->seen[i].instr == instr) {
+	if (f->code && py->seen[i].gen == py->seen_gen && py->seen[i].code == f->code &&
+	    py->seen[i].instr == instr) {
 		py->frames_ok++;	/* as frame_key_read counts it */
 		return py->seen[i].key;
 	}
@@ -633,6 +649,7 @@ static uint64_t frame_key(struct hp_py *py, const struct heapprofd_pyframe *f)
 		py->seen[i].code = f->code;
 		py->seen[i].instr = instr;
 		py->seen[i].key = key;
+		py->seen[i].gen = py->seen_gen;
 	}
 	return key;
 }
