@@ -22,8 +22,9 @@
  *                                 called from one place at one depth, and
  *                                 twin_site reached through via_p or via_q,
  *                                 in an order the program draws: 20000 calls
- *                                 that free what they get (same-path records:
- *                                 which site is which must stay exact)
+ *                                 that free what they get, then 20000 more
+ *                                 below a 2 KiB frame (same-path and delta
+ *                                 records: which site is which must stay exact)
  *   known_allocs rise             memory that grows then is freed: 20 steps of
  *                                 50 ms, each rise_big 512 KiB and rise_small
  *                                 256 KiB more (15 MiB at the top), then all
@@ -35,6 +36,7 @@
  * also stops when STOP's directory is gone (the test cleaned up).
  */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,36 +183,62 @@ static NOINLINE void *via_q(size_t n)
 	return p;
 }
 
+/* One allocation through one of the four, in a drawn order. */
+static NOINLINE void twin_round(unsigned *x, unsigned long tot[4])
+{
+	void *m;
+
+	*x = *x * 1103515245U + 12345U;	/* the order: drawn, and a local that changes */
+	switch ((*x >> 16) & 3) {
+	case 0:
+		m = twin_a(48);
+		tot[0] += 48;
+		break;
+	case 1:
+		m = twin_b(80);
+		tot[1] += 80;
+		break;
+	case 2:
+		m = via_p(112);
+		tot[2] += 112;
+		break;
+	default:
+		m = via_q(144);
+		tot[3] += 144;
+		break;
+	}
+	free(m);
+}
+
+/*
+ * The same below a frame of 2 KiB of which a few words change each time:
+ * the records' stacks go as changes to the previous one (uapi
+ * HEAPPROFD_ALLOC_STACK_DELTA), and the words that tell the paths apart
+ * lie in the changed runs, so the producer's list of words that can steer
+ * an unwind is brought up to date from them.
+ */
+static NOINLINE void twin_deep(unsigned *x, unsigned long tot[4], int i)
+{
+	volatile uint64_t pad[256];
+
+	for (int k = 0; k < 256; k++)
+		pad[k] = 0;
+	pad[i & 255] = (uint64_t)i;
+	pad[(i * 7) & 255] = *x;
+	twin_round(x, tot);
+	pad[0] = pad[1];
+}
+
 static NOINLINE void twins(void)
 {
-	unsigned long a = 0, b = 0, p = 0, q = 0;
+	unsigned long tot[4] = { 0 };
 	unsigned x = 12345;
 
-	for (int i = 0; i < 20000; i++) {
-		void *m;
-
-		x = x * 1103515245U + 12345U;	/* the order: drawn, and a local that changes */
-		switch ((x >> 16) & 3) {
-		case 0:
-			m = twin_a(48);
-			a += 48;
-			break;
-		case 1:
-			m = twin_b(80);
-			b += 80;
-			break;
-		case 2:
-			m = via_p(112);
-			p += 112;
-			break;
-		default:
-			m = via_q(144);
-			q += 144;
-			break;
-		}
-		free(m);
-	}
-	printf("twin_a %lu\ntwin_b %lu\nvia_p %lu\nvia_q %lu\n", a, b, p, q);
+	for (int i = 0; i < 20000; i++)
+		twin_round(&x, tot);
+	for (int i = 0; i < 20000; i++)
+		twin_deep(&x, tot, i);
+	printf("twin_a %lu\ntwin_b %lu\nvia_p %lu\nvia_q %lu\n", tot[0], tot[1], tot[2], tot[3]);
 }
 
 static void *thread_main(void *arg)
