@@ -46,6 +46,52 @@ static inline void hp_bump(uint64_t *c, uint64_t d)
 	__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + d, __ATOMIC_RELEASE);
 }
 
+/*
+ * Frames lent to the books (memo.c, splice.c): an entry that leaves its
+ * table may still be read by jobs fed while it was in it, so it waits on
+ * a list, in the order it left, until the books have applied every job
+ * fed by then. Owner thread only.
+ */
+struct hp_lent_node {
+	struct hp_lent_node *next;
+	uint64_t retire_at;		/* the feed number when it left */
+};
+
+/* The entry whose member m is the node n. */
+#define hp_lent_entry(n, type, m) ((type *)(void *)((char *)(n) - offsetof(type, m)))
+
+struct hp_lent {
+	struct hp_lent_node *head, *tail;
+	uint64_t fed;			/* the feed number now (hp_lent_due's) */
+};
+
+static inline void hp_lent_retire(struct hp_lent *l, struct hp_lent_node *n)
+{
+	n->retire_at = l->fed;
+	n->next = NULL;
+	if (l->tail)
+		l->tail->next = n;
+	else
+		l->head = n;
+	l->tail = n;
+}
+
+/* With fed jobs fed and applied of them applied: the next entry no job
+ * can read any more, off the list; NULL when there is none. */
+static inline struct hp_lent_node *hp_lent_due(struct hp_lent *l, uint64_t fed,
+					       uint64_t applied)
+{
+	struct hp_lent_node *n = l->head;
+
+	l->fed = fed;
+	if (!n || n->retire_at > applied)
+		return NULL;
+	l->head = n->next;
+	if (!l->head)
+		l->tail = NULL;
+	return n;
+}
+
 /* ---- parse.c ---------------------------------------------------------- */
 
 struct hp_parsed {

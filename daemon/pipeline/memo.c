@@ -43,8 +43,8 @@
 #define HP_MEMO_WAYS	8
 
 struct memo_ent {
-	struct memo_ent *next;		/* on the incoming or the retired list */
-	uint64_t retire_at;		/* retired: the feed number then */
+	struct hp_lent_node lent;	/* out of the table: on m->lent */
+	struct memo_ent *next;		/* on the incoming list */
 	uint64_t ip, sp;
 	uint32_t gen;
 	uint32_t regmask;		/* bit i: regs[i] was read */
@@ -63,8 +63,7 @@ struct hp_memo {
 	pthread_mutex_t in_lock;	/* incoming */
 	struct memo_ent *incoming;	/* from workers, not in the table yet */
 	/* owner: out of the table, freed once the books are past them */
-	struct memo_ent *retired, *retired_tail;
-	uint64_t fed;			/* owner: hp_memo_tick's fed */
+	struct hp_lent lent;
 	uint64_t last_id;		/* owner: the last entry id given */
 	/* owner-written, read by anyone (stats) */
 	uint64_t hits, misses, inserts;
@@ -100,28 +99,16 @@ static void ent_free(struct hp_memo *m, struct memo_ent *e)
  */
 static void ent_retire(struct hp_memo *m, struct memo_ent *e)
 {
-	if (!e)
-		return;
-	e->retire_at = m->fed;
-	e->next = NULL;
-	if (m->retired_tail)
-		m->retired_tail->next = e;
-	else
-		m->retired = e;
-	m->retired_tail = e;
+	if (e)
+		hp_lent_retire(&m->lent, &e->lent);
 }
 
 void hp_memo_tick(struct hp_memo *m, uint64_t fed, uint64_t applied)
 {
-	m->fed = fed;
-	while (m->retired && m->retired->retire_at <= applied) {
-		struct memo_ent *e = m->retired;
+	struct hp_lent_node *n;
 
-		m->retired = e->next;
-		if (!m->retired)
-			m->retired_tail = NULL;
-		ent_free(m, e);
-	}
+	while ((n = hp_lent_due(&m->lent, fed, applied)) != NULL)
+		ent_free(m, hp_lent_entry(n, struct memo_ent, lent));
 }
 
 static void free_list(struct memo_ent *e)

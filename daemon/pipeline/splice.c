@@ -42,8 +42,7 @@
 #define SPLICE_ID_BASE	(1ULL << 62)
 
 struct splice_ent {
-	struct splice_ent *next;	/* on the retired list */
-	uint64_t retire_at;		/* retired: the feed number then */
+	struct hp_lent_node lent;	/* out of the table: on s->lent */
 	uint64_t hash, memo_id, id;
 	int np, n;
 	struct hp_pyframe *pf;		/* [np]: the key's Python part */
@@ -52,9 +51,8 @@ struct splice_ent {
 
 struct hp_splices {
 	uint32_t memo_gen;		/* the memo generation the table is of */
-	uint64_t fed;			/* hp_splices_tick's */
 	uint64_t last_id;
-	struct splice_ent *retired, *retired_tail;
+	struct hp_lent lent;		/* out of the table, lent still */
 	uint64_t hits, misses;		/* read by anyone (stats) */
 	uint64_t bytes;			/* likewise: what the entries hold */
 	struct splice_ent *set[SPLICE_SETS][SPLICE_WAYS];
@@ -81,30 +79,18 @@ static void ent_free(struct hp_splices *s, struct splice_ent *e)
 /* Out of the table: jobs fed until now may hold its frames (lent). */
 static void ent_retire(struct hp_splices *s, struct splice_ent *e)
 {
-	if (!e)
-		return;
-	e->retire_at = s->fed;
-	e->next = NULL;
-	if (s->retired_tail)
-		s->retired_tail->next = e;
-	else
-		s->retired = e;
-	s->retired_tail = e;
+	if (e)
+		hp_lent_retire(&s->lent, &e->lent);
 }
 
 void hp_splices_tick(struct hp_splices *s, uint64_t fed, uint64_t applied)
 {
+	struct hp_lent_node *n;
+
 	if (!s)
 		return;
-	s->fed = fed;
-	while (s->retired && s->retired->retire_at <= applied) {
-		struct splice_ent *e = s->retired;
-
-		s->retired = e->next;
-		if (!s->retired)
-			s->retired_tail = NULL;
-		ent_free(s, e);
-	}
+	while ((n = hp_lent_due(&s->lent, fed, applied)) != NULL)
+		ent_free(s, hp_lent_entry(n, struct splice_ent, lent));
 }
 
 static void retire_all(struct hp_splices *s)
@@ -122,7 +108,7 @@ void hp_splices_free(struct hp_splices *s)
 		return;
 	/* Nothing is lent any more: the books are done. */
 	retire_all(s);
-	hp_splices_tick(s, s->fed, UINT64_MAX);
+	hp_splices_tick(s, s->lent.fed, UINT64_MAX);
 	free(s);
 }
 
