@@ -59,6 +59,7 @@ static int look_due;			/* a drain stopped for hpd_mem_check */
 static uint64_t checked_ms;		/* when hpd_mem_check last looked */
 static uint64_t debug_ms;
 static uint64_t trims[4];		/* malloc_trim then (0: not due) */
+static uint64_t freed_seen;		/* processes the pipeline had freed then */
 static uint64_t hold_until;		/* the drains wait until then */
 static uint64_t own_ms;			/* when the daemon's own memory was last said */
 static int draining_others;		/* end_one empties the others' rings */
@@ -377,6 +378,30 @@ static void trim_later(uint64_t now)
 		trims[k] = now + after_ms[k];
 }
 
+/*
+ * An ended session's books and caches are freed by the pipeline's threads
+ * after its end, when they come to it: seconds later on a loaded machine
+ * (a guest the host did not run for ten seconds), after the trims that
+ * followed the end. So a process freed since the last look is trimmed
+ * for at once and again a moment later; while one is on its way out the
+ * loop looks every HPD_MEM_GONE_POLL_MS (hpd_mem_wake_ms). Returns 1 when
+ * one was freed since the last call.
+ */
+#define HPD_MEM_GONE_POLL_MS	100
+
+static int procs_gone(void)
+{
+	uint64_t ended, freed;
+
+	if (!hpd_pipe)
+		return 0;
+	hp_pipeline_procs_gone(hpd_pipe, &ended, &freed);
+	if (freed == freed_seen)
+		return 0;
+	freed_seen = freed;
+	return 1;
+}
+
 static void debug_survey(uint64_t now, uint64_t anon, uint64_t held)
 {
 	if (hpd_verbosity < HPD_DEBUG || now - debug_ms < 1000)
@@ -417,6 +442,10 @@ void hpd_mem_check(uint64_t now)
 	if (!stats.budget) {
 		fed = 0;
 		return;
+	}
+	if (procs_gone()) {
+		trim_later(now);
+		malloc_trim(0);
 	}
 	/* The loop ticks every millisecond while a session waits for the
 	 * pipeline (hpd_pipe_wait): /proc is read at the ticks' usual pace,
@@ -548,6 +577,13 @@ int hpd_mem_wake_ms(uint64_t now)
 			ms = hpd_sooner(ms, now >= trims[k] ? 0 : (int)(trims[k] - now));
 	if (hold_until)
 		ms = hpd_sooner(ms, now >= hold_until ? 0 : (int)(hold_until - now));
+	if (stats.budget && hpd_pipe) {
+		uint64_t ended, freed;
+
+		hp_pipeline_procs_gone(hpd_pipe, &ended, &freed);
+		if (ended > freed || freed != freed_seen)
+			ms = hpd_sooner(ms, HPD_MEM_GONE_POLL_MS);
+	}
 	return ms;
 }
 

@@ -131,12 +131,18 @@ struct hp_pipeline {
 	 * unwound, none remembered, and each unwind takes this much longer,
 	 * as on a slow machine or with records made slow on purpose. */
 	unsigned test_unwind_delay_us;
+	/* Tests only (HEAPPROFD_TEST_END_DELAY_MS): the books let go of an
+	 * ended process this much later, as on a loaded machine. */
+	unsigned test_end_delay_ms;
 	struct queue *workers;
 	struct queue books;
 	int room_fd;			/* eventfd: room made (hp_proc_has_room) */
 	struct hp_elfcache elfs;
 	pthread_mutex_t lock;	/* procs list */
 	struct hp_proc *procs;
+	/* Processes ended (hp_proc_end) and, of them, those whose memory is
+	 * all freed, which the books and workers do a while after the end. */
+	uint64_t procs_ended, procs_freed;
 };
 
 struct hp_proc {
@@ -330,6 +336,8 @@ static void proc_put(struct hp_proc *pr)
 	free(pr->unw_mem_w);
 	free(pr->exe);
 	free(pr->cmdline);
+	if (pr->ended)
+		__atomic_add_fetch(&pr->p->procs_freed, 1, __ATOMIC_RELEASE);
 	free(pr);
 }
 
@@ -682,6 +690,8 @@ static int books_apply(struct job *j)
 	case J_END: {
 		struct hp_hent *e;
 
+		if (pr->p->test_end_delay_ms)
+			usleep(1000U * pr->p->test_end_delay_ms);
 		/* Nothing can be left: END is the last number handed out. */
 		hp_hmap_for_each(&pr->reorder, e)
 			free(e->v);
@@ -810,6 +820,9 @@ struct hp_pipeline *hp_pipeline_new(const struct hp_pipeline_opts *o)
 	env = getenv("HEAPPROFD_TEST_UNWIND_DELAY_US");
 	if (env && *env && strspn(env, "0123456789") == strlen(env) && strlen(env) < 8)
 		p->test_unwind_delay_us = (unsigned)strtoul(env, NULL, 10);
+	env = getenv("HEAPPROFD_TEST_END_DELAY_MS");
+	if (env && *env && strspn(env, "0123456789") == strlen(env) && strlen(env) < 6)
+		p->test_end_delay_ms = (unsigned)strtoul(env, NULL, 10);
 	hp_symbolize_setup();	/* before the threads: it sets the environment */
 	p->symd = hp_symd_new();	/* without it names are looked up at dump time */
 	p->elfs.symd = p->symd;
@@ -1596,6 +1609,7 @@ void hp_proc_end(struct hp_proc *pr)
 		return;
 	p = pr->p;
 	pr->ended = 1;
+	__atomic_add_fetch(&p->procs_ended, 1, __ATOMIC_RELEASE);
 	pthread_mutex_lock(&p->lock);
 	if (pr->prev)
 		pr->prev->next = pr->next;
@@ -1614,6 +1628,12 @@ void hp_proc_end(struct hp_proc *pr)
 	j = job_new(J_END, pr);
 	j->feed = next_feed(pr);
 	books_push(pr, j, 1);
+}
+
+void hp_pipeline_procs_gone(struct hp_pipeline *p, uint64_t *ended, uint64_t *freed)
+{
+	*freed = __atomic_load_n(&p->procs_freed, __ATOMIC_ACQUIRE);
+	*ended = __atomic_load_n(&p->procs_ended, __ATOMIC_ACQUIRE);
 }
 
 uint64_t hp_pipeline_copied_bytes(struct hp_pipeline *p)

@@ -40,6 +40,9 @@ struct hp_pipeline *hp_pipeline_new(const struct hp_pipeline_opts *o);
 void hp_pipeline_free(struct hp_pipeline *p);
 /* Bytes of those copies now (shared memory the daemon holds). */
 uint64_t hp_pipeline_copied_bytes(struct hp_pipeline *p);
+/* Processes ended, and of them those whose memory the pipeline's threads
+ * have all freed (some time after hp_proc_end). */
+void hp_pipeline_procs_gone(struct hp_pipeline *p, uint64_t *ended, uint64_t *freed);
 
 #define HP_PROC_DUMP_AT_MAX	(1U << 0)	/* keep the state at the peak */
 

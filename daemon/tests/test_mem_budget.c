@@ -41,6 +41,12 @@ uint64_t hp_pipeline_copied_bytes(struct hp_pipeline *p)
 	return 0;
 }
 
+void hp_pipeline_procs_gone(struct hp_pipeline *p, uint64_t *ended, uint64_t *freed)
+{
+	(void)p;
+	*ended = *freed = 0;
+}
+
 void hp_proc_shed(struct hp_proc *pr)
 {
 	pr->shed++;
