@@ -212,12 +212,12 @@ struct hp_thread {
 	 * the structure its size.
 	 */
 	struct hp_shadow {
-		uint8_t *buf;	/* the bytes, then the words that steer (record.c) */
+		uint8_t *buf;	/* the bytes, then the marks (record.c) */
 		uint64_t top;
 		uint32_t len, gen;
 		uint32_t same;	/* how much of the top was the same last time */
-		uint32_t mark_gen;	/* the code set that list was made with */
-		/* that list kept (and claims tried) at all; the samples of the
+		uint32_t mark_gen;	/* the code set the marks were made with */
+		/* marks kept (and claims tried) at all; the samples of the
 		 * current window, and of them those that were the same path (or,
 		 * while not marking, had the previous record's pc, sp and fp) */
 		uint8_t marking;

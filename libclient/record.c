@@ -235,25 +235,11 @@ uint32_t hp_reuse_gen;
  * The topmost bytes of the stack in this thread's last ALLOC record (stack
  * reuse, uapi HEAPPROFD_ALLOC_STACK_REUSED) are hp_self.shadow (client.h).
  * Its mapping: the stack bytes (HEAPPROFD_STACK_REUSE_MAX, the topmost at
- * its end), then two lists of the words among them that can steer an
- * unwind (steers(), below), each with its value: the current one and the
- * one the next is merged into.
+ * its end), then one bit per word of them, the marks: bit j says whether
+ * the word j + 1 words below the top can steer an unwind (steers(), below).
  */
-#define HP_STEER_MAX	2048	/* words in a list, at most */
-
-struct hp_steer_list {
-	uint32_t n;
-	uint32_t over;		/* more than HP_STEER_MAX words: claim nothing */
-	uint64_t val[HP_STEER_MAX];
-	uint16_t j[HP_STEER_MAX];	/* the word j + 1 words below the top; rising */
-};
-
-struct hp_steer_lists {
-	uint32_t cur;
-	struct hp_steer_list l[2];
-};
-
-#define HP_SHADOW_MAP	(HEAPPROFD_STACK_REUSE_MAX + sizeof(struct hp_steer_lists))
+#define HP_MARK_BYTES	(HEAPPROFD_STACK_REUSE_MAX / 64)
+#define HP_SHADOW_MAP	(HEAPPROFD_STACK_REUSE_MAX + HP_MARK_BYTES)
 
 void hp_stack_shadow_free(void)
 {
@@ -355,16 +341,9 @@ static int delta_scan(const struct hp_shadow *sh, uint64_t sp, uint32_t own,
 
 /* ---- Same call path (uapi HEAPPROFD_ALLOC_STACK_SAME) ----------------- */
 
-static inline struct hp_steer_lists *lists_of(const struct hp_shadow *sh)
+static inline uint64_t *marks_of(const struct hp_shadow *sh)
 {
-	return (struct hp_steer_lists *)(void *)(sh->buf + HEAPPROFD_STACK_REUSE_MAX);
-}
-
-static inline struct hp_steer_list *steer_cur(const struct hp_shadow *sh)
-{
-	struct hp_steer_lists *ls = lists_of(sh);
-
-	return &ls->l[ls->cur & 1];
+	return (uint64_t *)(void *)(sh->buf + HEAPPROFD_STACK_REUSE_MAX);
 }
 
 /*
@@ -378,91 +357,61 @@ static inline uint64_t steers(uint64_t v, uint64_t top, const struct hp_codeset 
 }
 
 /*
- * Append the shadow's words jlo <= j < jhi that steer to l, with their
- * values, without a branch on each word's answer, which no predictor could
- * guess (a stack mixes return addresses and data word by word): every word
- * is written at the list's end, which moves on only past those that steer.
+ * Mark the shadow's words in [lo, hi) (within what it holds), without a
+ * branch on each word's answer, which no predictor could guess (a stack
+ * mixes return addresses and data word by word).
  */
-static void steer_scan(const struct hp_shadow *sh, struct hp_steer_list *l, uint32_t jlo,
-		       uint32_t jhi, const struct hp_codeset *c)
+static void mark_range(struct hp_shadow *sh, uint64_t lo, uint64_t hi,
+		       const struct hp_codeset *c)
 {
-	const uint64_t *at_top = (const uint64_t *)(const void *)(sh->buf + HEAPPROFD_STACK_REUSE_MAX);
-	uint64_t top = sh->top;
-	uint32_t n = l->n;
+	const uint64_t *w = (const uint64_t *)(const void *)(sh->buf + HEAPPROFD_STACK_REUSE_MAX -
+							     (sh->top - lo));
+	uint64_t *m = marks_of(sh), top = sh->top, set, keep;
+	uint32_t j = (uint32_t)((top - lo) / 8), end = (uint32_t)((top - hi) / 8), k, stop;
 
-	if (l->over)
-		return;
-	for (uint32_t j = jlo; j < jhi; j++) {
-		uint64_t v = at_top[-1 - (int64_t)j];
-
-		if (n == HP_STEER_MAX) {
-			l->over = 1;
-			break;
+	/* Word a is bit j - 1 (from lo upwards j falls): the bits of one
+	 * marks word gathered in a register, written once. */
+	for (; j > end; j = stop) {
+		stop = (j - 1) & ~63U;		/* this marks word's lowest bit */
+		if (stop < end)
+			stop = end;
+		set = 0;
+		keep = ~0ULL;
+		for (k = j; k > stop; k--, w++) {
+			set |= steers(*w, top, c) << ((k - 1) & 63);
+			keep &= ~(1ULL << ((k - 1) & 63));
 		}
-		l->val[n] = v;
-		l->j[n] = (uint16_t)j;
-		n += (uint32_t)steers(v, top, c);
+		m[(j - 1) / 64] = (m[(j - 1) / 64] & keep) | set;
 	}
-	l->n = n;
 }
 
 /*
- * The list anew: every word the shadow holds, when its words are all new
- * or the list is stale (another code set, or none kept while not
- * marking).
+ * After the shadow changed in [lo, hi) (whole: everything it holds may
+ * have), bring its marks up to date with the code set: those words only if
+ * the rest are up to date, all of them if not.
  */
-static void steer_rebuild(struct hp_shadow *sh)
+static void shadow_marks(struct hp_shadow *sh, uint64_t lo, uint64_t hi, int whole)
 {
 	const struct hp_codeset *c;
-	struct hp_steer_list *l;
 	uint32_t cg;
 
 	if (!hp_cfg.stack_same || !sh->marking || !sh->len || !(c = hp_code_begin(&cg))) {
 		sh->mark_gen = 0;
 		return;
 	}
-	l = steer_cur(sh);
-	l->n = 0;
-	l->over = 0;
-	steer_scan(sh, l, 0, sh->len / 8, c);
+	if (whole || sh->mark_gen != cg)
+		mark_range(sh, sh->top - sh->len, sh->top, c);
+	else if (hi > lo)
+		mark_range(sh, lo, hi, c);
 	sh->mark_gen = hp_code_end(c, cg) ? cg : 0;
 }
 
 /*
- * After the shadow's words from j0 down changed (all of them below the
- * part that was the same from the top): the entries above stay, the rest
- * come anew. Whole, or when the list is stale: all of it.
- */
-static void steer_below(struct hp_shadow *sh, uint32_t j0, int whole)
-{
-	const struct hp_codeset *c;
-	struct hp_steer_list *l;
-	uint32_t cg, k;
-
-	if (!hp_cfg.stack_same || !sh->marking || !sh->len || !(c = hp_code_begin(&cg))) {
-		sh->mark_gen = 0;
-		return;
-	}
-	if (whole || sh->mark_gen != cg) {
-		steer_rebuild(sh);
-		return;
-	}
-	l = steer_cur(sh);
-	for (k = l->n; k && l->j[k - 1] >= j0; k--)
-		;
-	l->n = k;
-	if (l->over && k < HP_STEER_MAX)
-		l->over = 0;	/* (what overflowed was below j0) */
-	steer_scan(sh, l, j0, sh->len / 8, c);
-	sh->mark_gen = hp_code_end(c, cg) ? cg : 0;
-}
-
-/*
- * The list of words that steer costs a little on every sample that changes
- * the shadow, and pays only where samples repeat their thread's path
- * (Python's interpreter: 60% of them; clang compiling templates: 4%). So a
- * thread keeps it while at least a quarter of a window of samples were the
- * same path, and takes it up again once a third of a window had the previous record's pc, sp
+ * Marks cost a little on every sample that changes the shadow, and pay
+ * only where samples repeat their thread's path (Python's interpreter: 60%
+ * of them; clang compiling templates: 4%). So a thread keeps them while at
+ * least a quarter of a window of samples were the same path, and takes
+ * them up again once a third of a window had the previous record's pc, sp
  * and frame pointer (the first condition of a same path; three compares).
  */
 #define HP_SAME_WINDOW	64
@@ -475,7 +424,7 @@ static void same_window(struct hp_shadow *sh, int hit)
 	sh->marking = sh->marking ? sh->win_hits >= HP_SAME_WINDOW / 4 :
 				    sh->win_hits >= HP_SAME_WINDOW / 3;
 	if (!sh->marking)
-		sh->mark_gen = 0;	/* the list goes stale from here */
+		sh->mark_gen = 0;	/* the marks go stale from here */
 	sh->win_n = 0;
 	sh->win_hits = 0;
 }
@@ -490,10 +439,10 @@ static inline int same_frame_regs(const struct hp_shadow *sh, const uint64_t *re
 /*
  * Is this sample's call path the one of the record the shadow stands
  * for? pc, sp and the frame pointer the same, and every other register and
- * stack word that could steer the unwind (in the list) the same too. Most
+ * stack word that could steer the unwind (marked) the same too. Most
  * samples of a loop that allocates are (Python's interpreter: 60-64%), and
- * their few dozen such words (Python's: 80-90) are compared instead of the
- * whole stack (Python's: 6 KB). Returns the code set's generation the claim rests on,
+ * their few dozen marked words are compared instead of the whole stack
+ * (Python's: 4 KB). Returns the code set's generation the claim rests on,
  * or 0.
  */
 static uint32_t same_path(struct hp_shadow *sh, const uint64_t *regs, uint64_t top,
@@ -501,7 +450,7 @@ static uint32_t same_path(struct hp_shadow *sh, const uint64_t *regs, uint64_t t
 {
 	const struct hp_codeset *c;
 	const uint64_t *live = (const uint64_t *)(uintptr_t)top;
-	const struct hp_steer_list *l;
+	const uint64_t *old, *m;
 	uint64_t sp = regs[HEAPPROFD_REG_SP];
 	uint32_t cg, nw;
 
@@ -515,82 +464,23 @@ static uint32_t same_path(struct hp_shadow *sh, const uint64_t *regs, uint64_t t
 	for (int i = HEAPPROFD_REG_FP + 1; i < HEAPPROFD_NREGS_NATIVE; i++)
 		if (regs[i] != sh->regs[i] && steers(sh->regs[i], top, c))
 			return 0;
-	l = steer_cur(sh);
-	if (l->over)
-		return 0;
+	old = (const uint64_t *)(const void *)(sh->buf + HEAPPROFD_STACK_REUSE_MAX);
+	m = marks_of(sh);
 	nw = (uint32_t)((top - sp) / 8);
-	/* The list's words, top down, and their values, one after the other
-	 * in its two arrays: the shadow's own lines (a word in each of most
-	 * of them) are not touched. */
-	for (uint32_t k = 0; k < l->n && l->j[k] < nw; k++)
-		if (live[-1 - (int64_t)l->j[k]] != l->val[k])
-			return 0;
-	return hp_code_end(c, cg) ? cg : 0;
-}
+	for (uint32_t b = 0; b < nw; b += 64) {
+		uint64_t bits = m[b / 64];
 
-/* Copy from's entries from k on that lie above word jend; the next k. */
-static uint32_t steer_keep(struct hp_steer_list *to, const struct hp_steer_list *from,
-			   uint32_t k, uint32_t jend)
-{
-	for (; k < from->n && from->j[k] < jend; k++) {
-		if (to->n == HP_STEER_MAX) {
-			to->over = 1;
-			break;
+		if (nw - b < 64)
+			bits &= (1ULL << (nw - b)) - 1;
+		while (bits) {
+			uint32_t j = b + (uint32_t)__builtin_ctzll(bits);
+
+			if (live[-1 - (int64_t)j] != old[-1 - (int64_t)j])
+				return 0;
+			bits &= bits - 1;
 		}
-		to->val[to->n] = from->val[k];
-		to->j[to->n++] = from->j[k];
 	}
-	return k;
-}
-
-/*
- * After a delta record: the list merged with the runs' words. Entries
- * outside the runs stay; those in them come anew from the words, into the
- * other list, which then becomes the current one. The runs rise from sp,
- * so the list (which falls from the top) meets them last first.
- */
-static void steer_runs(struct hp_shadow *sh, uint64_t sp, uint64_t lo,
-		       const struct heapprofd_delta_run *runs, int nruns)
-{
-	struct hp_steer_lists *ls = lists_of(sh);
-	const struct hp_steer_list *from;
-	struct hp_steer_list *to;
-	const struct hp_codeset *c;
-	uint64_t top = sh->top;
-	uint32_t cg, k = 0, end = sh->len / 8;
-
-	if (!hp_cfg.stack_same || !sh->marking || !sh->mark_gen ||
-	    !(c = hp_code_begin(&cg)) || cg != sh->mark_gen) {
-		steer_rebuild(sh);
-		return;
-	}
-	from = &ls->l[ls->cur & 1];
-	to = &ls->l[~ls->cur & 1];
-	if (from->over) {
-		steer_rebuild(sh);
-		return;
-	}
-	to->n = 0;
-	to->over = 0;
-	for (int i = nruns - 1; i >= 0; i--) {
-		uint64_t a = sp + runs[i].off, e = a + runs[i].len;
-		uint32_t jlo, jhi;
-
-		if (e <= lo)
-			continue;
-		if (a < lo)
-			a = lo;
-		jlo = (uint32_t)((top - e) / 8);
-		jhi = (uint32_t)((top - a) / 8);
-		k = steer_keep(to, from, k, jlo);
-		for (; k < from->n && from->j[k] < jhi; k++)
-			;
-		steer_scan(sh, to, jlo, jhi, c);
-	}
-	steer_keep(to, from, k, end);
-	ls->cur ^= 1;
-	if (!hp_code_end(c, cg))
-		sh->mark_gen = 0;
+	return hp_code_end(c, cg) ? cg : 0;
 }
 
 /* After a record is written: its topmost bytes become the shadow. */
@@ -623,7 +513,7 @@ static void shadow_update(struct hp_shadow *sh, uint64_t sp, uint64_t top,
 	sh->top = top;
 	sh->gen = gen;
 	memcpy(sh->regs, regs, sizeof(sh->regs));
-	steer_below(sh, same / 8, !same);
+	shadow_marks(sh, top - n, top - same, !same);
 }
 
 /*
@@ -650,7 +540,26 @@ static void shadow_apply(struct hp_shadow *sh, uint64_t sp, uint64_t top, uint32
 	sh->len = (uint32_t)(top - lo) & ~7U;
 	sh->same = same <= sh->len ? same : 0;
 	memcpy(sh->regs, regs, sizeof(sh->regs));
-	steer_runs(sh, sp, lo, runs, nruns);
+	/* The runs' words: their marks anew (all of them if they were stale). */
+	if (hp_cfg.stack_same && sh->marking && sh->mark_gen) {
+		const struct hp_codeset *c;
+		uint32_t cg;
+
+		if (!(c = hp_code_begin(&cg)) || cg != sh->mark_gen) {
+			shadow_marks(sh, lo, top, 1);
+			return;
+		}
+		for (int i = 0; i < nruns; i++) {
+			uint64_t a = sp + runs[i].off, e = a + runs[i].len;
+
+			if (e > lo)
+				mark_range(sh, a < lo ? lo : a, e, c);
+		}
+		if (!hp_code_end(c, cg))
+			sh->mark_gen = 0;
+	} else {
+		shadow_marks(sh, lo, top, 1);
+	}
 }
 
 int hp_write_alloc(const void *addr, uint64_t req, uint64_t usable,
