@@ -657,6 +657,8 @@ static int drain_ring(struct hpd_session *s, enum drain_mode mode)
 		s->detach_empty = st == HP_RING_EMPTY;	/* as of the last look */
 
 		if (st == HP_RING_READY) {
+			uint64_t fed_at;
+
 			if (len > s->buflen) {
 				uint8_t *nb = realloc(s->buf, len);
 
@@ -676,6 +678,7 @@ static int drain_ring(struct hpd_session *s, enum drain_mode mode)
 			s->records++;
 			s->bytes += len;
 			guard_on = 0;
+			fed_at = hpd_verbosity >= HPD_DEBUG ? hpd_now_ms() : 0;
 			if (hp_proc_feed(s->proc, s->buf, len, why, sizeof(why)) < 0) {
 				char msg[200];
 
@@ -689,6 +692,10 @@ static int drain_ring(struct hpd_session *s, enum drain_mode mode)
 			 * drains stop before such a wait; either way the ring is
 			 * not read meanwhile, and a client that sees it unread
 			 * for its stall bound stops profiling.) */
+			if (fed_at && hpd_now_ms() - fed_at >= 1000)
+				hpd_log(HPD_DEBUG, "pid %d: one record (type %u, %u bytes) took %llu ms to feed",
+					(int)s->pid, (unsigned)((const struct heapprofd_rec_hdr *)(const void *)s->buf)->type, len,
+					(unsigned long long)(hpd_now_ms() - fed_at));
 			waited = hp_proc_take_room_wait_ms(s->proc);
 			if (waited >= 1000)
 				hpd_log(HPD_DEBUG, "pid %d: the pipeline took %llu ms to take a record (its queue for the process was full)",
@@ -1299,10 +1306,22 @@ int hpd_pipe_wait;
  */
 #define TICK_HOLD_MS	50
 
+/* With -v: which step of which session held the tick a second or more
+ * (the loop's own line says only that the tick did). */
+static void slow_step(const struct hpd_session *s, const char *what, uint64_t t0)
+{
+	uint64_t ms = hpd_now_ms() - t0;
+
+	if (hpd_verbosity >= HPD_DEBUG && ms >= 1000)
+		hpd_log(HPD_DEBUG, "pid %d (session %llu): %s held the tick %llu ms",
+			(int)s->pid, (unsigned long long)s->id, what, (unsigned long long)ms);
+}
+
 void hpd_session_tick(uint64_t now)
 {
 	static uint64_t round = 1;
 	struct hpd_session *s;
+	uint64_t t;
 	int rest = 0;
 
 	for (s = hpd_sessions; s; s = s->next) {
@@ -1314,23 +1333,32 @@ void hpd_session_tick(uint64_t now)
 			break;
 		}
 		s->tick_round = round;
+		t = hpd_now_ms();
 		if (s->gone_ms) {
 			gone_step(s);
+			slow_step(s, "the end of its producer", t);
 			continue;
 		}
 		hpd_session_drain(s, 0);
+		slow_step(s, "its drain", t);
 		if (s->ending)
 			continue;
 		if (s->detach_since_ms) {
+			t = hpd_now_ms();
 			detach_step(s, now);
+			slow_step(s, "its detach", t);
 			continue;
 		}
 		if (s->continuous_ms && now >= s->next_dump_ms) {
+			t = hpd_now_ms();
 			hpd_session_dump(s, HP_DUMP_NOW, NULL, 0);
+			slow_step(s, "its periodic dump", t);
 			s->next_dump_ms = now + s->continuous_ms;
 		}
+		t = hpd_now_ms();
 		hpd_pressure_tick(s, now);
 		code_set_tick(s, now);
+		slow_step(s, "its pressure and code set looks", t);
 	}
 	if (!rest)
 		round++;

@@ -410,6 +410,9 @@ int main(int argc, char **argv)
 			hpd_backlog = 0;
 			hpd_pipe_wait = 0;
 			hpd_mem_check(now);
+			if (hpd_verbosity >= HPD_DEBUG && hpd_now_ms() - now >= 1000)
+				hpd_log(HPD_DEBUG, "the memory budget's look held the tick %llu ms",
+					(unsigned long long)(hpd_now_ms() - now));
 			hpd_session_tick(now);
 			last_tick = now;
 			/* With -v, a tick that held the loop a second or more
